@@ -1,0 +1,44 @@
+"""gpu_vecenv: GPU vector environments for Gymnasium and PettingZoo.
+
+Importing this package is cheap: torch, gymnasium and everything optional load only
+when used. The public API::
+
+    gpu_vecenv.make_vec("GPUCartPole-v1", num_envs=4096, device="cuda")
+    gpu_vecenv.list_envs()
+
+and, after ``pip install``, plain ``gymnasium.make_vec("GPUCartPole-v1", num_envs=4096)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = ["GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "__version__"]
+
+
+def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any):
+    """Make a vector env by id; see :class:`gpu_vecenv.vector_env.GpuVectorEnv` for kwargs."""
+    from gpu_vecenv.registration import make_vec as _make_vec
+
+    return _make_vec(env_id, num_envs, **kwargs)
+
+
+def list_envs() -> list[str]:
+    """The registered env ids."""
+    from gpu_vecenv.registry import list_ids
+
+    return list_ids()
+
+
+def __getattr__(name: str):
+    if name == "GpuVectorEnv":
+        from gpu_vecenv.vector_env import GpuVectorEnv
+
+        return GpuVectorEnv
+    if name == "InvalidActionError":
+        from gpu_vecenv.actions import InvalidActionError
+
+        return InvalidActionError
+    raise AttributeError(f"module 'gpu_vecenv' has no attribute {name!r}")

@@ -1,0 +1,131 @@
+"""``gpu-vecenv``: the command line.
+
+Subcommands live in their own modules, imported only when used; each module exposes
+``configure_parser(parser)`` and ``main(args) -> int``:
+
+- ``list``  — registered envs and their spaces (here);
+- ``bench`` — throughput over env counts (:mod:`gpu_vecenv.bench`);
+- ``train`` / ``eval`` — the native trainer (:mod:`gpu_vecenv.train.cli`);
+- ``rollout`` — a random-action roll-out printing env-steps/s (here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+
+_SUBCOMMANDS = {
+    "bench": ("gpu_vecenv.bench", "throughput (env-steps/s) over a range of env counts"),
+    "train": ("gpu_vecenv.train.cli", "train a policy with PPO, A2C or DDPG"),
+    "eval": ("gpu_vecenv.train.eval_cli", "evaluate a trained policy (episodes, GIF)"),
+}
+
+
+def _list_main(args: argparse.Namespace) -> int:
+    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.registry import ENVS
+
+    for entry in ENVS.values():
+        env = make_vec(entry.id, 1, device="cpu", backend="torch")
+        print(f"{entry.id:30s} obs {env.single_observation_space}  "
+              f"action {env.single_action_space}  "
+              f"max_episode_steps {entry.max_episode_steps}")
+        if args.verbose and entry.summary:
+            print(f"{'':30s} {entry.summary}")
+        env.close()
+    return 0
+
+
+def _rollout_main(args: argparse.Namespace) -> int:
+    import torch
+
+    from gpu_vecenv.registration import make_vec
+
+    env = make_vec(args.env, args.num_envs, device=args.device, backend=args.backend,
+                   copy=False)
+    env.reset(seed=args.seed)
+    generator = torch.Generator(device=env.device).manual_seed(args.seed)
+    sample = _action_sampler(env, generator)
+    for _ in range(min(10, args.steps)):
+        env.step(sample())
+    if env.device.type == "cuda":
+        torch.cuda.synchronize(env.device)
+    start = time.perf_counter()
+    total_reward = torch.zeros((), device=env.device)
+    episodes = torch.zeros((), device=env.device, dtype=torch.int64)
+    for _ in range(args.steps):
+        _, reward, terminated, truncated, _ = env.step(sample())
+        total_reward += reward.sum()
+        episodes += (terminated | truncated).sum()
+    if env.device.type == "cuda":
+        torch.cuda.synchronize(env.device)
+    elapsed = time.perf_counter() - start
+    rate = args.steps * env.num_envs / elapsed
+    print(f"{args.env}: {env.num_envs} envs x {args.steps} steps on {env.device} "
+          f"({env.backend_name} backend): {rate:,.0f} env-steps/s, "
+          f"{int(episodes)} episodes ended, mean reward/step "
+          f"{float(total_reward) / (args.steps * env.num_envs):.3f}")
+    env.close()
+    return 0
+
+
+def _action_sampler(env, generator):
+    """Uniform random actions drawn on the env's device."""
+    import gymnasium as gym
+    import torch
+
+    space, n, device = env.single_action_space, env.num_envs, env.device
+    if isinstance(space, gym.spaces.Discrete):
+        return lambda: torch.randint(int(space.start), int(space.start + space.n), (n,),
+                                     device=device, generator=generator)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = torch.as_tensor(space.nvec, device=device)
+        return lambda: (torch.rand((n, *space.shape), device=device, generator=generator)
+                        * nvec).long()
+    low = torch.as_tensor(space.low, device=device)
+    high = torch.as_tensor(space.high, device=device)
+    return lambda: low + (high - low) * torch.rand((n, *space.shape), device=device,
+                                                   generator=generator)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-vecenv", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="list the registered envs with their spaces")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print a summary")
+    p.set_defaults(func=_list_main)
+
+    p = sub.add_parser("rollout", help="random-action roll-out; prints env-steps/s")
+    p.add_argument("--env", default="GPUCartPole-v1", help="env id (default GPUCartPole-v1)")
+    p.add_argument("--num-envs", type=int, default=1024, help="number of envs (default 1024)")
+    p.add_argument("--steps", type=int, default=1000, help="steps to time (default 1000)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if any)")
+    p.add_argument("--backend", default="auto", choices=["auto", "cuda", "torch"])
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_rollout_main)
+
+    for name, (module_name, help_text) in _SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        p = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.configure_parser(p)
+        p.set_defaults(func=module.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError) as exc:
+        print(f"gpu-vecenv {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The contract every single-agent environment module fulfils: :class:`EnvDefinition`.
+
+An env module (``envs/cartpole.py``) holds a frozen params dataclass and pure, batched
+torch functions; it exports ``DEFINITION = EnvDefinition(...)`` tying them together. The
+runtime (:mod:`gpu_vecenv.vector_env`) owns everything generic: buffers, time limits,
+autoreset, seeding, action checks and backend dispatch.
+
+Shapes, with ``n`` the number of envs in the batch:
+
+- ``state``: ``dict[str, Tensor]``, one ``(n,)`` tensor per field of ``state_fields``
+  (structure of arrays, so a kernel thread per env reads neighbouring addresses);
+- ``reset(params, u) -> state`` with ``u`` the ``(n, num_reset_draws(params))`` float32
+  uniforms in ``[0, 1)`` of :mod:`gpu_vecenv.seeding`;
+- ``step(params, state, action) -> (state, reward (n,) float32, terminated (n,) bool)``,
+  where ``action`` is ``(n,)`` int64 for Discrete or ``(n, act_dim)`` float32 for Box and
+  already known valid (in range, finite);
+- ``observe(params, state) -> (n, obs_dim) float32``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+State = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class StateField:
+    """One per-env state variable: its name and dtype (each is a ``(num_envs,)`` tensor)."""
+
+    name: str
+    dtype: torch.dtype = torch.float32
+
+
+@dataclass(frozen=True)
+class EnvDefinition:
+    """Everything the runtime needs to know about one single-agent environment."""
+
+    name: str
+    """Short name; also the stem of the kernel file ``cuda_src/<name>.cu``."""
+    params_type: type
+    """Frozen dataclass of physical constants (derived values are properties)."""
+    state_fields: tuple[StateField, ...]
+    observation_space: Callable[[Any], gym.spaces.Box]
+    action_space: Callable[[Any], gym.Space]
+    num_reset_draws: Callable[[Any], int]
+    reset: Callable[[Any, torch.Tensor], State]
+    step: Callable[[Any, State, torch.Tensor], tuple[State, torch.Tensor, torch.Tensor]]
+    observe: Callable[[Any, State], torch.Tensor]
+    max_episode_steps: int | None
+    """Gymnasium's time limit for the registered id (``None``: no limit)."""
+    render_frame: Callable[[Any, dict[str, float]], Any] | None = None
+    """Optional ``(params, one env's state as floats) -> (H, W, 3) uint8 array``."""
+
+    def make_params(self, **overrides: Any) -> Any:
+        """Build the params dataclass, rejecting unknown names with a clear error."""
+        names = {f.name for f in dataclasses.fields(self.params_type)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise TypeError(
+                f"unknown parameter(s) for {self.name}: {', '.join(unknown)}; "
+                f"{self.params_type.__name__} accepts: {', '.join(sorted(names))}"
+            )
+        return self.params_type(**overrides)

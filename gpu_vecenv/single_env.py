@@ -1,0 +1,75 @@
+"""A one-env ``gymnasium.Env`` view of a vector env: what ``gymnasium.make(id)`` returns.
+
+It runs the torch backend on the CPU by default and speaks numpy, as Gymnasium's own
+envs do, so it passes ``gymnasium.utils.env_checker.check_env``. The time limit is left
+to Gymnasium's ``TimeLimit`` wrapper, which ``gymnasium.make`` adds from the registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.registry import load_module
+
+
+class SingleEnvView(gym.Env):
+    """One copy of a registered single-agent env, numpy in and out.
+
+    Args:
+        env_id: a registered id, e.g. ``"GPUCartPole-v1"``.
+        render_mode: ``None`` or ``"rgb_array"``.
+        device: torch device of the underlying env (default ``"cpu"``).
+        **params: fields of the env's params dataclass.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+
+    def __init__(self, env_id: str, render_mode: str | None = None, device: str = "cpu",
+                 **params: Any):
+        from gpu_vecenv.vector_env import GpuVectorEnv
+
+        module = load_module(env_id)
+        if not hasattr(module, "DEFINITION"):
+            raise TypeError(f"{env_id} is multi-agent; use gymnasium.make_vec or "
+                            "gpu_vecenv.parallel_env")
+        self._vec = GpuVectorEnv(
+            module.DEFINITION, 1, device=device, autoreset_mode=AutoresetMode.DISABLED,
+            max_episode_steps=None, strict=True, render_mode=render_mode, **params,
+        )
+        self.observation_space = self._vec.single_observation_space
+        self.action_space = self._vec.single_action_space
+        self.render_mode = render_mode
+        self.params = self._vec.params
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        obs, _ = self._vec.reset(seed=seed, options=options)
+        return obs[0].cpu().numpy(), {}
+
+    def step(self, action: Any):
+        batched = np.asarray(action)[None]
+        obs, reward, terminated, truncated, _ = self._vec.step(batched)
+        return (obs[0].cpu().numpy(), float(reward[0]), bool(terminated[0]),
+                bool(truncated[0]), {})
+
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
+            return None
+        return self._vec.render()[0]
+
+    def get_state(self) -> dict[str, Any]:
+        """The state of the one env (see ``GpuVectorEnv.get_state``), as Python numbers."""
+        return {k: v[0].item() for k, v in self._vec.get_state().items()}
+
+    def set_state(self, state: dict[str, Any]) -> np.ndarray:
+        """Overwrite state fields (scalars); returns the new observation."""
+        obs = self._vec.set_state({k: np.asarray([v]) for k, v in state.items()})
+        return obs[0].cpu().numpy()
+
+    def close(self):
+        self._vec.close()

@@ -74,11 +74,13 @@ class ActionChecker:
             tensor = actions
         else:
             array = np.asarray(actions)
-            if array.dtype == object:
-                raise InvalidActionError(f"actions must be numeric; expected {self.expected()}")
-            tensor = torch.from_numpy(array) if array.dtype != np.uint32 else torch.from_numpy(
-                array.astype(np.int64)
-            )
+            if array.dtype.kind not in "biuf":
+                raise InvalidActionError(
+                    f"actions have dtype {array.dtype}; expected {self.expected()}"
+                )
+            if array.dtype.kind == "u" and array.dtype.itemsize >= 4:
+                array = array.astype(np.int64)  # torch lacks uint32/uint64 arithmetic
+            tensor = torch.from_numpy(np.ascontiguousarray(array))
         if tuple(tensor.shape) != self.shape:
             raise InvalidActionError(
                 f"actions have shape {tuple(tensor.shape)}; expected {self.expected()}"

@@ -36,6 +36,8 @@ ENVS: dict[str, EnvEntry] = {
                  999, 90.0, "Gymnasium MountainCarContinuous-v0: continuous force"),
         EnvEntry("GPUPendulum-v1", "gpu_vecenv.envs.pendulum", 200, None,
                  "Gymnasium Pendulum-v1: swing up and hold a pendulum"),
+        EnvEntry("GPUTag-v0", "gpu_vecenv.envs.tag", None, None, "continuous multi-agent Tag"),
+        EnvEntry("GPUTagGrid-v0", "gpu_vecenv.envs.tag_grid", None, None, "gridworld Tag"),
     )
 }
 

@@ -1,0 +1,375 @@
+"""Continuous Tag, batched over games and agents: WarpDrive's ``TagContinuous`` rules.
+
+## Description
+Taggers chase runners on a square field ``[0, L]²``. Every agent steers by changing
+its acceleration and direction; a runner closer than ``tagging_distance · L`` to its
+nearest tagger is tagged and (by default) leaves the game. The full rules, with the
+deliberate deviations from WarpDrive, are in TAG_RULES.md; this module is their
+reference implementation (pure torch functions of ``(G, A)`` tensors).
+
+Agents ``0 … T-1`` are taggers (``tagger_0 …``), the rest runners (``runner_0 …``).
+
+## Action Space
+``MultiDiscrete([A + 1, R + 1])`` per agent (``A``, ``R``: ``num_acceleration_levels``,
+``num_turn_levels``). Index 0 is a no-op; ``i >= 1`` is ``linspace(min, max, levels)[i-1]``
+(``min/max_acceleration``, ``min/max_turn``).
+
+## Observation Space
+``Box(D,)`` float32, feature-major. Full mode (``use_full_observation``): ``D = 7·(N-1) + 1``,
+the ``N-1`` others in id order; partial mode: ``D = 7·K + 1``, the ``K`` nearest others
+still in the game by increasing distance (ties: lower id first), zero-padded. Features:
+Δx/(√2·L), Δy/(√2·L), Δspeed/(max_speed+1e-10), Δacc/(max_speed+1e-10), Δdir/(2π)
+(each value normalised, then other − self), the other's role (1 tagger, 0 runner), the
+other's in-game flag; then ``t / episode_length``; then (``observe_own_role``, default)
+the agent's own role (1 tagger, 0 runner), so that one shared policy can tell roles apart.
+
+## Rewards
+Per step: ``edge_hit_penalty`` for leaving the field, the role's step reward, ``±tag``
+rewards for a tag (a tagger once per runner it tags), ``end_of_game_reward_for_runner``
+for every runner still in the game when ``t == episode_length``.
+
+## Starting State
+x, y uniform in ``[0, L)``; direction uniform in {0, π/2, π, 3π/2}; speed and acceleration
+0; everyone in the game. Drawn from the seeded counter-based RNG (index = game, counter
+= the game's reset count, one Philox block per agent); with ``fixed_start_positions``
+every reset of every game uses the first draw (index 0, counter 0), as WarpDrive does.
+
+## Episode End
+Terminated when no runner is left in the game; truncated at ``t == episode_length``.
+A tagged runner leaves its game (terminated for its slot) and waits for the game's reset.
+
+## Arguments
+The fields of :class:`TagParams`, or ``preset="warpdrive_training"`` (WarpDrive's training
+configuration) with overrides, as keyword arguments of
+``gymnasium.make_vec("GPUTag-v0", num_envs=num_games, **params)``.
+
+## Version History
+- v0: WarpDrive's rules; fresh starts per episode, race-free tags, own-role feature.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from gpu_vecenv.definition import State, StateField
+from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv
+
+F32 = np.float32
+TWO_PI = float(F32(2 * math.pi))
+HALF_PI = float(F32(math.pi / 2))
+NUM_FEATURES = 7
+"""Features per observed other agent."""
+
+
+@dataclass(frozen=True)
+class TagParams:
+    """Parameters of continuous Tag (WarpDrive's defaults)."""
+
+    num_taggers: int = 1
+    num_runners: int = 10
+    grid_length: float = 10.0
+    episode_length: int = 100
+    max_speed: float = 1.0
+    skill_level_tagger: float = 1.0
+    skill_level_runner: float = 1.0
+    min_acceleration: float = -1.0
+    max_acceleration: float = 1.0
+    num_acceleration_levels: int = 10
+    min_turn: float = -math.pi / 2
+    max_turn: float = math.pi / 2
+    num_turn_levels: int = 10
+    use_full_observation: bool = True
+    num_other_agents_observed: int = 2
+    """K, the number of others seen in partial mode."""
+    tagging_distance: float = 0.01
+    """A fraction of ``grid_length``."""
+    tag_reward_for_tagger: float = 1.0
+    tag_penalty_for_runner: float = -1.0
+    step_penalty_for_tagger: float = 0.0
+    step_reward_for_runner: float = 0.0
+    end_of_game_reward_for_runner: float = 1.0
+    edge_hit_penalty: float = 0.0
+    runner_exits_game_after_tagged: bool = True
+    observe_own_role: bool = True
+    """Append the agent's own role to its observation (False: WarpDrive's observation)."""
+    fixed_start_positions: bool = False
+    """Reuse one set of start positions for every episode and game (WarpDrive's way)."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.num_taggers >= 1, "num_taggers must be >= 1"),
+            (self.num_runners >= 1, "num_runners must be >= 1"),
+            (self.grid_length > 0, "grid_length must be > 0"),
+            (self.episode_length >= 1, "episode_length must be >= 1"),
+            (self.max_speed >= 0, "max_speed must be >= 0"),
+            (self.num_acceleration_levels >= 1, "num_acceleration_levels must be >= 1"),
+            (self.num_turn_levels >= 1, "num_turn_levels must be >= 1"),
+            (self.edge_hit_penalty <= 0, "edge_hit_penalty must be <= 0"),
+            (self.tagging_distance >= 0, "tagging_distance must be >= 0"),
+            (self.use_full_observation
+             or 1 <= self.num_other_agents_observed <= self.num_agents - 1,
+             f"num_other_agents_observed must be in [1, {self.num_agents - 1}]"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"TagParams: {message}")
+
+    @classmethod
+    def warpdrive_training(cls, **overrides) -> TagParams:
+        """WarpDrive's training configuration (the bracketed values of TAG_RULES.md)."""
+        preset = cls(num_taggers=10, num_runners=100, grid_length=20.0, episode_length=500,
+                     min_acceleration=-0.1, max_acceleration=0.1, num_acceleration_levels=20,
+                     min_turn=-2.356, max_turn=2.356, num_turn_levels=20,
+                     use_full_observation=False, num_other_agents_observed=10,
+                     tagging_distance=0.02, tag_reward_for_tagger=10.0,
+                     tag_penalty_for_runner=-10.0)
+        return replace(preset, **overrides)
+
+    @property
+    def num_agents(self) -> int:
+        return self.num_taggers + self.num_runners
+
+    @property
+    def num_observed(self) -> int:
+        """Others in an observation: ``N - 1`` (full) or ``K`` (partial)."""
+        return self.num_agents - 1 if self.use_full_observation else self.num_other_agents_observed
+
+    @property
+    def obs_dim(self) -> int:
+        return NUM_FEATURES * self.num_observed + 1 + int(self.observe_own_role)
+
+    @property
+    def acceleration_table(self) -> np.ndarray:
+        """float32 ``[0, linspace(min, max, levels)...]``, indexed by the action."""
+        levels = np.linspace(self.min_acceleration, self.max_acceleration,
+                             self.num_acceleration_levels)
+        return np.concatenate([[0.0], levels]).astype(F32)
+
+    @property
+    def turn_table(self) -> np.ndarray:
+        levels = np.linspace(self.min_turn, self.max_turn, self.num_turn_levels)
+        return np.concatenate([[0.0], levels]).astype(F32)
+
+    @property
+    def max_speed_tagger(self) -> float:
+        return float(F32(self.max_speed) * F32(self.skill_level_tagger))
+
+    @property
+    def max_speed_runner(self) -> float:
+        return float(F32(self.max_speed) * F32(self.skill_level_runner))
+
+    @property
+    def tag_threshold(self) -> float:
+        """``tagging_distance · L`` in float32: a runner nearer than this is tagged."""
+        return float(F32(self.tagging_distance) * F32(self.grid_length))
+
+    @property
+    def position_scale(self) -> float:
+        """``√2 · L`` in float32, the observation's position normaliser."""
+        return float(F32(math.sqrt(2.0)) * F32(self.grid_length))
+
+    @property
+    def speed_scale(self) -> float:
+        return float(F32(self.max_speed + 1e-10))
+
+
+AGENT_FIELDS = (
+    StateField("x"), StateField("y"), StateField("speed"), StateField("direction"),
+    StateField("acceleration"), StateField("in_game", torch.int32),
+)
+GAME_FIELDS = (StateField("t", torch.int32),)
+
+
+def roles(params: TagParams) -> tuple[str, ...]:
+    return ("tagger",) * params.num_taggers + ("runner",) * params.num_runners
+
+
+def observation_space(params: TagParams) -> gym.spaces.Box:
+    # Positions and directions differ by at most 1 after normalising; speeds by the top
+    # speed over max_speed, accelerations (always below the top speed) by twice that.
+    speed = max(params.skill_level_tagger, params.skill_level_runner) * 1.001
+    per_feature = [1.0, 1.0, speed, 2 * speed, 1.0, 1.0, 1.0]
+    high = np.repeat(np.array(per_feature, dtype=F32), params.num_observed)
+    high = np.concatenate([high, np.ones(1 + int(params.observe_own_role), dtype=F32)])
+    low = np.where(np.arange(high.size) < 5 * params.num_observed, -high, 0.0).astype(F32)
+    return gym.spaces.Box(low, high, dtype=np.float32)
+
+
+def action_space(params: TagParams) -> gym.spaces.MultiDiscrete:
+    return gym.spaces.MultiDiscrete([params.num_acceleration_levels + 1,
+                                     params.num_turn_levels + 1])
+
+
+def _const(value: float, like: torch.Tensor) -> torch.Tensor:
+    """A 0-d float32 tensor on ``like``'s device (so divisions are true divisions, as in
+    the kernels, not multiplications by a reciprocal)."""
+    return torch.tensor(value, dtype=torch.float32, device=like.device)
+
+
+def _is_tagger(params: TagParams, device: torch.device) -> torch.Tensor:
+    return torch.arange(params.num_agents, device=device) < params.num_taggers
+
+
+def reset(params: TagParams, u: torch.Tensor) -> State:
+    """Fresh games from uniforms ``u`` ``(G, A, 4)`` (x, y, direction, unused)."""
+    G, A = u.shape[:2]
+    length = _const(params.grid_length, u)
+    zeros = torch.zeros((G, A), dtype=torch.float32, device=u.device)
+    return {
+        "x": u[..., 0] * length,
+        "y": u[..., 1] * length,
+        "speed": zeros,
+        "direction": torch.floor(u[..., 2] * 4.0) * _const(HALF_PI, u),
+        "acceleration": zeros.clone(),
+        "in_game": torch.ones((G, A), dtype=torch.int32, device=u.device),
+        "t": torch.zeros(G, dtype=torch.int32, device=u.device),
+    }
+
+
+def in_game(params: TagParams, state: State) -> torch.Tensor:
+    return state["in_game"] != 0
+
+
+def step(params: TagParams, state: State, action: torch.Tensor) -> GameStep:
+    """One step of every game. ``action``: ``(G, A, 2)`` int64 (acceleration, turn)."""
+    x, y = state["x"], state["y"]
+    device, T = x.device, params.num_taggers
+    playing = state["in_game"] != 0
+    playing_f = playing.to(torch.float32)
+    is_tagger = _is_tagger(params, device)
+    t = state["t"] + 1
+
+    d_acc = torch.as_tensor(params.acceleration_table, device=device)[action[..., 0]]
+    d_turn = torch.as_tensor(params.turn_table, device=device)[action[..., 1]]
+    direction = torch.remainder(state["direction"] + d_turn, _const(TWO_PI, x)) * playing_f
+    acceleration = state["acceleration"] + d_acc
+    vmax = torch.where(is_tagger, _const(params.max_speed_tagger, x),
+                       _const(params.max_speed_runner, x))
+    speed = torch.minimum(torch.clamp(state["speed"] + acceleration, min=0.0), vmax) * playing_f
+    acceleration = torch.where((speed > 0) & (speed < vmax), acceleration, 0.0)
+    x = x + speed * torch.cos(direction)
+    y = y + speed * torch.sin(direction)
+    length = _const(params.grid_length, x)
+    hit_edge = (x < 0) | (x > length) | (y < 0) | (y > length)
+    x = torch.clamp(x, min=_const(0.0, x), max=length)
+    y = torch.clamp(y, min=_const(0.0, x), max=length)
+
+    step_reward = torch.where(is_tagger, _const(params.step_penalty_for_tagger, x),
+                              _const(params.step_reward_for_runner, x))
+    reward = torch.where(hit_edge, _const(params.edge_hit_penalty, x), 0.0) + step_reward
+    reward = torch.where(playing, reward, 0.0)
+
+    # Each runner's nearest tagger (first minimum: lowest index on ties).
+    dx = x[:, T:, None] - x[:, None, :T]
+    dy = y[:, T:, None] - y[:, None, :T]
+    dist2 = dx * dx + dy * dy
+    nearest = torch.argmin(dist2, dim=2)
+    nearest_dist = torch.sqrt(torch.gather(dist2, 2, nearest[..., None])[..., 0])
+    runner_playing = playing[:, T:]
+    tagged = runner_playing & (nearest_dist < params.tag_threshold)
+    tags = torch.zeros_like(x[:, :T], dtype=torch.int32).scatter_add_(
+        1, nearest, tagged.to(torch.int32))
+    tagger_reward = reward[:, :T] + tags.to(torch.float32) * params.tag_reward_for_tagger
+    runner_reward = reward[:, T:] + torch.where(tagged, _const(params.tag_penalty_for_runner, x),
+                                                0.0)
+    still = runner_playing & ~tagged if params.runner_exits_game_after_tagged else runner_playing
+    end = (t == params.episode_length)[:, None] & still
+    runner_reward = runner_reward + torch.where(end, _const(params.end_of_game_reward_for_runner,
+                                                            x), 0.0)
+
+    in_game_now = torch.cat([playing[:, :T], still], dim=1)
+    new_state = {"x": x, "y": y, "speed": speed, "direction": direction,
+                 "acceleration": acceleration, "in_game": in_game_now.to(torch.int32), "t": t}
+    return GameStep(
+        state=new_state,
+        reward=torch.cat([tagger_reward, runner_reward], dim=1),
+        left=playing & ~in_game_now,
+        terminated=~still.any(dim=1),
+        truncated=t >= params.episode_length,
+    )
+
+
+def _features(params: TagParams, state: State) -> list[torch.Tensor]:
+    """The five normalised per-agent values whose differences are observed, ``(G, A)``."""
+    x = state["x"]
+    position_scale = _const(params.position_scale, x)
+    speed_scale = _const(params.speed_scale, x)
+    return [x / position_scale, state["y"] / position_scale, state["speed"] / speed_scale,
+            state["acceleration"] / speed_scale, state["direction"] / _const(TWO_PI, x)]
+
+
+def observe(params: TagParams, state: State) -> torch.Tensor:
+    """``(G, A, obs_dim)`` float32 observations of every agent (see the module doc)."""
+    x = state["x"]
+    G, A = x.shape
+    device = x.device
+    playing = state["in_game"] != 0
+    role = _is_tagger(params, device).to(torch.float32).expand(G, A)
+    if params.use_full_observation:
+        base = torch.arange(A - 1, device=device)[None, :]
+        others = (base + (base >= torch.arange(A, device=device)[:, None])).expand(G, A, A - 1)
+        seen = torch.ones((G, A, A - 1), dtype=torch.bool, device=device)
+    else:
+        dx = x[:, None, :] - x[:, :, None]
+        dy = state["y"][:, None, :] - state["y"][:, :, None]
+        dist2 = dx * dx + dy * dy
+        hidden = ~playing[:, None, :] | torch.eye(A, dtype=torch.bool, device=device)
+        dist2 = torch.where(hidden, torch.inf, dist2)
+        dist2, order = torch.sort(dist2, dim=2, stable=True)
+        others = order[:, :, : params.num_other_agents_observed]
+        seen = (dist2[:, :, : params.num_other_agents_observed] < torch.inf) & playing[..., None]
+
+    def gather(values: torch.Tensor) -> torch.Tensor:  # (G, A) -> (G, A, observed)
+        return torch.gather(values[:, None, :].expand(G, A, A), 2, others)
+
+    blocks = [torch.where(playing[..., None], gather(v) - v[..., None], 0.0)
+              for v in _features(params, state)]
+    blocks += [gather(role), gather(playing.to(torch.float32))]
+    obs = torch.where(seen[:, :, None, :], torch.stack(blocks, dim=2), 0.0).reshape(G, A, -1)
+    time = state["t"].to(torch.float32) / _const(float(params.episode_length), x)
+    extra = [torch.where(playing, time[:, None], 0.0)]
+    if params.observe_own_role:
+        own_seen = playing if not params.use_full_observation else torch.ones_like(playing)
+        extra.append(torch.where(own_seen, role, 0.0))
+    return torch.cat([obs, torch.stack(extra, dim=2)], dim=2)
+
+
+def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
+    """``(H, W, 3)`` uint8 picture of one game (see :mod:`gpu_vecenv.tag_render`)."""
+    from gpu_vecenv.tag_render import draw_tag
+
+    return draw_tag(game["x"], game["y"], params.grid_length, params.num_taggers,
+                    game["in_game"] != 0, time=int(game["t"]), episode_length=params.episode_length)
+
+
+DEFINITION = MultiAgentDefinition(
+    name="tag",
+    params_type=TagParams,
+    agent_fields=AGENT_FIELDS,
+    game_fields=GAME_FIELDS,
+    roles=roles,
+    observation_space=observation_space,
+    action_space=action_space,
+    reset=reset,
+    step=step,
+    observe=observe,
+    in_game=in_game,
+    presets=("warpdrive_training",),
+    render_frame=render_frame,
+)
+
+
+class TagVectorEnv(MultiAgentVectorEnv):
+    """``gymnasium.make_vec("GPUTag-v0", num_envs=G)``: ``G`` games, one slot per agent
+    (``env.num_envs == G * num_agents``). See :class:`MultiAgentVectorEnv` for kwargs."""
+
+    def __init__(self, num_envs: int = 1, **kwargs):
+        super().__init__(DEFINITION, num_envs, **kwargs)
+
+
+VECTOR_ENV = TagVectorEnv

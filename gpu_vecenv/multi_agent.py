@@ -1,0 +1,384 @@
+"""Multi-agent envs (Tag) as Gymnasium ``VectorEnv``s: one agent per vector slot.
+
+An env module (``envs/tag.py``) exports ``DEFINITION = MultiAgentDefinition(...)``: its
+params, spaces and pure torch functions over games and agents. :class:`MultiAgentVectorEnv`
+owns the generic machinery: buffers, seeding, autoreset, action checks, the slot layout.
+
+Layout: ``G`` games of ``A`` agents; ``env.num_envs == G * A``; slot ``game * A + agent``.
+Per-agent state tensors are ``(G, A)``, per-game ones ``(G,)``.
+
+Episodes, per slot and per game
+-------------------------------
+A *game* runs from its reset until it terminates (the env says so, e.g. no runner left)
+or is truncated (its time limit). A *slot's* episode runs from its game's reset until
+its agent leaves the game (a tagged runner: ``terminated=True`` on that step) or the
+game ends (every slot still in the game gets ``terminated`` or ``truncated``; a slot
+that gets ``terminated`` never also gets ``truncated``). So every slot reports exactly
+one ``done`` per game. Between leaving and its game's reset a slot is *idle*: it emits
+zero observations, zero rewards and no ``done``, and its actions are ignored (they must
+still be in range). ``info["active"]`` is False for idle slots, so a trainer can mask
+them out; ``info["role"]`` (0 tagger, 1 runner), ``info["game"]`` and ``info["agent"]``
+are constant ``(num_envs,)`` int64 tensors.
+
+Autoreset is per game:
+
+- ``NEXT_STEP``: on the step after a game ended, the game is reset instead of stepped:
+  its slots return the first observation, reward 0, no ``done``; their actions are
+  ignored. A slot that left earlier returns its terminal observation on the step it
+  left and zeros afterwards.
+- ``SAME_STEP``: a game that ended is reset within the same ``step()``; ``obs`` holds the
+  new game's first observation and ``info["final_obs"]`` the last one of every slot
+  that was done on this step (``info["_final_obs"]`` marks them). A runner tagged while
+  its game goes on gets its terminal observation in ``final_obs`` and zeros in ``obs``.
+- ``DISABLED``: a game that ended is frozen (zero rewards, no ``done``) until
+  ``reset(options={"reset_mask": mask})`` with a ``(num_games,)`` mask of games or a
+  ``(num_envs,)`` mask of slots: a game is reset if any of its masked slots is active or
+  the game has ended (so resetting exactly the slots that were ``done`` works).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv import seeding
+from gpu_vecenv.actions import ActionChecker, InvalidActionError
+from gpu_vecenv.tag_definition import ROLES, GameStep, MultiAgentDefinition
+from gpu_vecenv.tag_torch_backend import GameBuffers, GameOutputs, MultiAgentTorchBackend
+from gpu_vecenv.vector_env import GpuVectorEnv, default_device, parse_autoreset_mode
+
+__all__ = ["ROLES", "GameStep", "MultiAgentDefinition", "MultiAgentVectorEnv"]
+
+
+class MultiAgentVectorEnv(gym.vector.VectorEnv):
+    """``num_games`` games of one multi-agent env; each agent is one vector slot.
+
+    Outputs are torch tensors on ``device``: obs ``(num_envs, obs_dim)`` float32,
+    reward ``(num_envs,)`` float32, terminated / truncated ``(num_envs,)`` bool, with
+    ``num_envs = num_games * num_agents`` and slot ``game * num_agents + agent``. See the
+    module docstring for how episodes and autoreset work per slot and per game.
+
+    Args:
+        definition: the env (see :class:`MultiAgentDefinition`).
+        num_games: number of games (>= 1).
+        device: torch device; default the current CUDA device if any, else the CPU.
+        backend: ``"auto"``, ``"cuda"`` (the kernels) or ``"torch"`` (the reference).
+        autoreset_mode: ``NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
+        max_episode_steps: another name for the params' ``episode_length``.
+        strict: check every action batch before stepping (one sync per step); the step
+            then happens for all games or raises and changes nothing. ``False``: a game
+            with an invalid action is left unchanged and a later call raises. Default:
+            True on the CPU, False on a GPU.
+        copy: fresh output tensors every step (default); ``False`` reuses one set.
+        render_mode: ``None`` or ``"rgb_array"``; ``render_game``: the game drawn.
+        preset: a named parameter set, e.g. ``"warpdrive_training"``.
+        **params: fields of the env's params dataclass (override the preset).
+    """
+
+    observation_space = GpuVectorEnv.observation_space
+    action_space = GpuVectorEnv.action_space
+
+    def __init__(
+        self,
+        definition: MultiAgentDefinition,
+        num_games: int = 1,
+        *,
+        device: str | torch.device | None = None,
+        backend: str = "auto",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        max_episode_steps: int | None = None,
+        strict: bool | None = None,
+        copy: bool = True,
+        render_mode: str | None = None,
+        render_game: int = 0,
+        preset: str | None = None,
+        **params: Any,
+    ):
+        if isinstance(num_games, bool) or not isinstance(num_games, (int, np.integer)):
+            raise TypeError(f"the number of games must be an int, got {type(num_games).__name__}")
+        if num_games < 1:
+            raise ValueError(f"the number of games must be >= 1, got {num_games}")
+        if max_episode_steps is not None:
+            if params.setdefault("episode_length", max_episode_steps) != max_episode_steps:
+                raise ValueError("max_episode_steps and episode_length disagree; pass one")
+        self.definition = definition
+        self.params = definition.make_params(preset, **params)
+        self.roles = definition.roles(self.params)
+        self.possible_agents = definition.agent_names(self.params)
+        self.num_games = int(num_games)
+        self.num_agents = len(self.roles)
+        self.num_envs = self.num_games * self.num_agents
+        self.device = torch.device(device) if device is not None else default_device()
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        self.strict = (self.device.type == "cpu") if strict is None else bool(strict)
+        self.copy = bool(copy)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if not 0 <= int(render_game) < self.num_games:
+            raise ValueError(f"render_game={render_game} is outside [0, {self.num_games})")
+        self.render_mode, self.render_game = render_mode, int(render_game)
+        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": ["rgb_array"],
+                         "render_fps": 10}
+        self.single_observation_space = definition.observation_space(self.params)
+        self.single_action_space = definition.action_space(self.params)
+        self._batched_spaces: dict[str, gym.Space] = {}
+        self.obs_dim = int(np.prod(self.single_observation_space.shape))
+        self.actions = ActionChecker(self.single_action_space, self.num_envs, self.device)
+        self.buffers = GameBuffers.allocate(definition, self.num_games, self.num_agents,
+                                            self.device)
+        self._with_final_obs = self.autoreset_mode == AutoresetMode.SAME_STEP
+        self._outputs = GameOutputs.allocate(self.num_envs, self.obs_dim, self.device,
+                                             self._with_final_obs)
+        self._active = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        slots = torch.arange(self.num_envs, device=self.device)
+        role_of_agent = torch.tensor([ROLES.index(r) for r in self.roles], device=self.device)
+        self._constant_info = {"role": role_of_agent.repeat(self.num_games),
+                               "game": slots // self.num_agents,
+                               "agent": slots % self.num_agents}
+        self.backend_name, self.backend = self._make_backend(backend)
+        self._seeded = False
+        self._has_reset = False
+        self._error_host = self._error_event = None
+        if self.device.type == "cuda" and not self.strict:
+            self._error_host = torch.zeros((), dtype=torch.int32, pin_memory=True)
+            self._error_event = torch.cuda.Event()
+
+    def _make_backend(self, backend: str):
+        from gpu_vecenv.backends import resolve_backend
+
+        name = resolve_backend(backend, self.device)
+        if name == "cuda":
+            try:
+                from gpu_vecenv.tag_cuda import TagCudaBackend
+            except ImportError as exc:
+                if backend == "cuda":
+                    raise RuntimeError(f"backend='cuda' cannot run {self.definition.name}: "
+                                       f"{exc}") from exc
+            else:
+                return "cuda", TagCudaBackend(self)
+        return "torch", MultiAgentTorchBackend(self)
+
+    # -- reset / step --
+
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset every game, or those selected by ``options["reset_mask"]``.
+
+        Args:
+            seed: ``None`` (continue each game's stream; a fresh random seed the first
+                time), an int (all games; they still differ since the game index is part
+                of the RNG counter), or a list of ``num_games`` ints.
+            options: ``{"reset_mask": mask}``, a bool numpy array or tensor of shape
+                ``(num_games,)`` (games) or ``(num_envs,)`` (slots; see the module doc).
+
+        Returns:
+            ``(obs, info)``: obs ``(num_envs, obs_dim)``; info as for :meth:`step`.
+        """
+        self._raise_if_closed()
+        mask = self._parse_reset_mask(options)
+        self._check_errors(sync=True)
+        self._apply_seed(seed, mask)
+        if mask is None:
+            mask = torch.ones(self.num_games, dtype=torch.bool, device=self.device)
+        self.backend.reset_games(mask)
+        self.buffers.invalid_action.zero_()
+        self._has_reset = True
+        obs = self._fresh().obs
+        self.backend.observe(self._in_game(), obs)
+        return obs, self._info()
+
+    def step(
+        self, actions: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Step every game with ``actions``: ``(num_envs, ...)`` in slot order, a tensor on
+        the device (used as is) or anything numpy accepts. Returns ``(obs, reward,
+        terminated, truncated, info)``; ``info`` holds ``role``, ``game``, ``agent``,
+        ``active`` and, in SAME_STEP mode, ``final_obs`` / ``_final_obs``."""
+        self._raise_if_closed()
+        if not self._has_reset:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        self._check_errors(sync=False)
+        action = self.actions.convert(actions)
+        if self.strict:
+            valid = self.actions.valid_mask(action)
+            if not bool(valid.all()):
+                raise InvalidActionError(
+                    self.actions.describe_invalid(action, valid) + "; nothing was stepped"
+                )
+        out = self._fresh()
+        self.backend.step(action, out)
+        if self._error_host is not None:
+            self._error_host.copy_(self.buffers.error_count, non_blocking=True)
+            self._error_event.record()
+        elif self.device.type != "cuda":
+            self._check_errors(sync=True)
+        info = self._info()
+        if self._with_final_obs:
+            done = out.terminated | out.truncated
+            info.update(final_obs=out.final_obs, _final_obs=done, final_info={},
+                        _final_info=done)
+        return out.obs, out.reward, out.terminated, out.truncated, info
+
+    def _fresh(self) -> GameOutputs:
+        if not self.copy:
+            return self._outputs
+        return GameOutputs.allocate(self.num_envs, self.obs_dim, self.device,
+                                    self._with_final_obs)
+
+    def _in_game(self) -> torch.Tensor:
+        return self.definition.in_game(self.params, self.buffers.state)
+
+    def _info(self) -> dict[str, Any]:
+        active = self._in_game() & ~self.buffers.pending[:, None]
+        if self.copy:
+            return {**self._constant_info, "active": active.view(-1)}
+        self._active.copy_(active.view(-1))
+        return {**self._constant_info, "active": self._active}
+
+    # -- invalid actions, reported without a per-step sync --
+
+    def _check_errors(self, sync: bool) -> None:
+        if self._error_host is not None and not sync:
+            if not self._error_event.query() or int(self._error_host) == 0:
+                return
+        b = self.buffers
+        count = int(b.error_count)
+        if count == 0:
+            return
+        slots = torch.nonzero(b.invalid_action).flatten()[:5].tolist()
+        b.error_count.zero_()
+        if self._error_host is not None:
+            self._error_host.zero_()
+        raise InvalidActionError(
+            f"{count} invalid action(s) (out of range for {self.single_action_space}) since "
+            f"the last check; the games that got them were left unchanged (last step: "
+            f"slots {slots}). Use strict=True to catch them before stepping."
+        )
+
+    def check_errors(self) -> None:
+        """Raise :class:`InvalidActionError` now if any invalid action was seen (syncs)."""
+        self._check_errors(sync=True)
+
+    # -- seeding and options --
+
+    def _apply_seed(self, seed: Any, mask: torch.Tensor | None) -> None:
+        b = self.buffers
+        if seed is None:
+            if self._seeded:
+                return
+            seed = seeding.new_seed()
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            if len(seed) != self.num_games:
+                raise ValueError(f"a list of seeds must have num_games={self.num_games} "
+                                 f"entries (one per game), got {len(seed)}")
+            values = [seeding.seed_as_int64(seeding.check_seed(s)) for s in seed]
+            new = torch.tensor(values, dtype=torch.int64, device=self.device)
+        else:
+            value = seeding.check_seed(seed)
+            new = torch.full((self.num_games,), seeding.seed_as_int64(value),
+                             dtype=torch.int64, device=self.device)
+            self._np_random_seed = value
+            self._np_random, _ = gym.utils.seeding.np_random(value % 2**32)
+        if mask is None or not self._seeded:
+            b.seed.copy_(new)
+            b.rng_counter.zero_()
+        else:
+            b.seed.copy_(torch.where(mask, new, b.seed))
+            b.rng_counter.masked_fill_(mask, 0)
+        self._seeded = True
+
+    def _parse_reset_mask(self, options: dict[str, Any] | None) -> torch.Tensor | None:
+        """The ``(num_games,)`` bool mask of games to reset (``None``: all)."""
+        if options is None:
+            return None
+        if not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
+        unknown = sorted(set(options) - {"reset_mask"})
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown}; supported: ['reset_mask']")
+        if "reset_mask" not in options:
+            return None
+        mask = options["reset_mask"]
+        if isinstance(mask, np.ndarray):
+            if mask.dtype != np.bool_:
+                raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
+            mask = torch.from_numpy(mask)
+        elif not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            raise TypeError("options['reset_mask'] must be a bool numpy array or torch tensor")
+        shape = tuple(mask.shape)
+        if shape not in ((self.num_games,), (self.num_envs,)):
+            raise ValueError(f"options['reset_mask'] must have shape ({self.num_games},) "
+                             f"(games) or ({self.num_envs},) (slots), got {shape}")
+        mask = mask.to(self.device)
+        if shape == (self.num_envs,):
+            alive = self._in_game() | self.buffers.pending[:, None]
+            mask = (mask.view(self.num_games, self.num_agents) & alive).any(dim=1)
+        return mask
+
+    # -- state access --
+
+    def _state_targets(self) -> dict[str, torch.Tensor]:
+        b = self.buffers
+        return {**b.state, "rng_seed": b.seed, "rng_counter": b.rng_counter,
+                "autoreset_pending": b.pending}
+
+    def get_state(self) -> dict[str, torch.Tensor]:
+        """A copy of the full state: agent fields ``(num_games, num_agents)``, game fields
+        ``(num_games,)``, ``rng_seed`` / ``rng_counter`` ``(num_games,)`` int64 and
+        ``autoreset_pending`` ``(num_games,)`` bool."""
+        return {name: t.clone() for name, t in self._state_targets().items()}
+
+    def set_state(self, state: dict[str, Any]) -> torch.Tensor:
+        """Overwrite any subset of the keys of :meth:`get_state` (validated before
+        anything is written). Returns the observations of the new state."""
+        self._raise_if_closed()
+        targets = self._state_targets()
+        unknown = sorted(set(state) - set(targets))
+        if unknown:
+            raise KeyError(f"unknown state key(s) {unknown}; valid: {sorted(targets)}")
+        converted = {}
+        for key, value in state.items():
+            target, tensor = targets[key], torch.as_tensor(value)
+            if tuple(tensor.shape) != tuple(target.shape):
+                raise ValueError(f"state[{key!r}] has shape {tuple(tensor.shape)}, "
+                                 f"expected {tuple(target.shape)}")
+            if tensor.dtype.is_floating_point and not target.dtype.is_floating_point:
+                raise TypeError(f"state[{key!r}] must be {target.dtype}, got {tensor.dtype}")
+            converted[key] = tensor.to(device=self.device, dtype=target.dtype)
+        for key, tensor in converted.items():
+            targets[key].copy_(tensor)
+        if converted:
+            self._has_reset = self._seeded = True
+        obs = self._fresh().obs
+        self.backend.observe(self._in_game(), obs)
+        return obs
+
+    # -- rendering / closing --
+
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """A one-frame tuple: ``(H, W, 3)`` uint8 picture of game ``render_game``."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
+            return None
+        game = {name: t[self.render_game].cpu().numpy() for name, t in self.buffers.state.items()}
+        return (self.definition.render_frame(self.params, game),)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.backend = None
+        self._outputs = None
+
+    def _raise_if_closed(self) -> None:
+        if self.closed:
+            raise gym.error.ClosedEnvironmentError("this env is closed")
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.definition.name}, num_games={self.num_games}, "
+                f"num_agents={self.num_agents}, device={self.device}, "
+                f"backend={self.backend_name}, autoreset_mode={self.autoreset_mode.name})")

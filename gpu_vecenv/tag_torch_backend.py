@@ -1,0 +1,148 @@
+"""The torch backend of multi-agent envs, and the runtime's buffers.
+
+The env's reference functions run on the buffers of a
+:class:`~gpu_vecenv.multi_agent.MultiAgentVectorEnv`, on any torch device, with no
+host synchronization: every game computes every branch and ``torch.where`` selects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv import seeding
+from gpu_vecenv.definition import State
+from gpu_vecenv.tag_definition import MultiAgentDefinition
+
+if TYPE_CHECKING:
+    from gpu_vecenv.multi_agent import MultiAgentVectorEnv
+
+
+class GameOutputs(NamedTuple):
+    """Per-slot outputs of one ``step()``, ``(num_envs, ...)`` tensors."""
+
+    obs: torch.Tensor
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: torch.Tensor | None
+
+    @classmethod
+    def allocate(cls, n: int, obs_dim: int, device: torch.device, final: bool) -> GameOutputs:
+        return cls(
+            obs=torch.empty((n, obs_dim), dtype=torch.float32, device=device),
+            reward=torch.empty(n, dtype=torch.float32, device=device),
+            terminated=torch.empty(n, dtype=torch.bool, device=device),
+            truncated=torch.empty(n, dtype=torch.bool, device=device),
+            final_obs=(torch.empty((n, obs_dim), dtype=torch.float32, device=device)
+                       if final else None),
+        )
+
+
+@dataclass
+class GameBuffers:
+    """Persistent tensors: ``state`` (agent fields ``(G, A)``, game fields ``(G,)``),
+    ``seed`` / ``rng_counter`` ``(G,)`` int64, ``pending`` ``(G,)`` bool (the game ended
+    and awaits its reset), ``invalid_action`` ``(num_envs,)`` bool (last step) and
+    ``error_count`` ``()`` int32 (invalid actions since the last check)."""
+
+    state: State
+    seed: torch.Tensor
+    rng_counter: torch.Tensor
+    pending: torch.Tensor
+    invalid_action: torch.Tensor
+    error_count: torch.Tensor
+
+    @classmethod
+    def allocate(cls, definition: MultiAgentDefinition, games: int, agents: int,
+                 device: torch.device) -> GameBuffers:
+        state = {f.name: torch.zeros((games, agents), dtype=f.dtype, device=device)
+                 for f in definition.agent_fields}
+        state.update({f.name: torch.zeros(games, dtype=f.dtype, device=device)
+                      for f in definition.game_fields})
+        return cls(
+            state=state,
+            seed=torch.zeros(games, dtype=torch.int64, device=device),
+            rng_counter=torch.zeros(games, dtype=torch.int64, device=device),
+            pending=torch.zeros(games, dtype=torch.bool, device=device),
+            invalid_action=torch.zeros(games * agents, dtype=torch.bool, device=device),
+            error_count=torch.zeros((), dtype=torch.int32, device=device),
+        )
+
+
+class MultiAgentTorchBackend:
+    """The env's reference functions run on the runtime's buffers (any torch device)."""
+
+    name = "torch"
+
+    def __init__(self, env: MultiAgentVectorEnv):
+        self.env = env
+        self._game_index = torch.arange(env.num_games, device=env.device, dtype=torch.int64)
+
+    def reset_games(self, mask: torch.Tensor) -> None:
+        """Draw fresh games where ``mask`` ((G,) bool) from each game's RNG stream."""
+        env, b = self.env, self.env.buffers
+        if getattr(env.params, "fixed_start_positions", False):
+            index = counter = torch.zeros_like(b.rng_counter)
+        else:
+            index, counter = self._game_index, b.rng_counter
+        u = seeding.random_uniform(b.seed, index, counter, 4 * env.num_agents)
+        fresh = env.definition.reset(env.params, u.view(env.num_games, env.num_agents, 4))
+        _write_where(b.state, fresh, mask)
+        b.rng_counter.add_(mask.to(torch.int64))
+        b.pending.logical_and_(~mask)
+
+    def observe(self, visible: torch.Tensor, out: torch.Tensor) -> None:
+        """``out`` ((num_envs, obs_dim)) = the observations, zero where not ``visible``."""
+        env = self.env
+        obs = env.definition.observe(env.params, env.buffers.state)
+        out.copy_(torch.where(visible[..., None], obs, 0.0).view(out.shape))
+
+    def step(self, action: torch.Tensor, out: GameOutputs) -> None:
+        """One step of every game, autoreset included; invalid actions leave their game
+        unchanged and are counted in ``buffers.error_count``."""
+        env, b = self.env, self.env.buffers
+        G, A = env.num_games, env.num_agents
+        valid = env.actions.valid_mask(action)
+        safe = env.actions.sanitize(action, valid).view(G, A, *action.shape[1:])
+        valid_game = valid.view(G, A).all(dim=1)
+        mode = env.autoreset_mode
+        pending = b.pending.clone()
+        stepping = valid_game if mode == AutoresetMode.SAME_STEP else valid_game & ~pending
+
+        in_before = env.definition.in_game(env.params, b.state)
+        result = env.definition.step(env.params, b.state, safe)
+        _write_where(b.state, result.state, stepping)
+        in_after = env.definition.in_game(env.params, b.state)
+        live = stepping[:, None]
+        terminated = live & (result.left | (result.terminated[:, None] & in_after))
+        truncated = live & result.truncated[:, None] & in_after & ~terminated
+        out.reward.copy_(torch.where(live, result.reward, 0.0).view(-1))
+        out.terminated.copy_(terminated.view(-1))
+        out.truncated.copy_(truncated.view(-1))
+        ended = stepping & (result.terminated | result.truncated)
+        # A slot shows its observation on the step it leaves (terminal), zeros after.
+        visible = torch.where(live, in_before, in_after)
+        if mode == AutoresetMode.SAME_STEP:
+            self.observe(visible, out.final_obs)
+            self.reset_games(ended)
+            visible = env.definition.in_game(env.params, b.state)
+        elif mode == AutoresetMode.NEXT_STEP:
+            self.reset_games(valid_game & pending)
+            b.pending.copy_(ended | (pending & ~valid_game))
+            visible = torch.where(live, in_before, env.definition.in_game(env.params, b.state))
+        else:
+            b.pending.logical_or_(ended)
+        self.observe(visible, out.obs)
+        b.invalid_action.copy_(~valid)
+        b.error_count.add_((~valid).sum().to(torch.int32))
+
+
+def _write_where(target: State, source: State, mask: torch.Tensor) -> None:
+    """``target[k] = source[k]`` where ``mask`` ((G,) bool) for every state field."""
+    for name, tensor in target.items():
+        m = mask if tensor.dim() == 1 else mask[:, None]
+        tensor.copy_(torch.where(m, source[name].to(tensor.dtype), tensor))

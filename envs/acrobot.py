@@ -163,7 +163,7 @@ def step(
     {0, 1, 2}."""
     f32 = torch.float32
     theta1, theta2, dtheta1, dtheta2 = (state[f.name] for f in STATE_FIELDS)
-    torque = torch.tensor(params.avail_torque, dtype=f32, device=theta1.device)[action]
+    torque = torch.tensor(params.avail_torque, dtype=theta1.dtype, device=theta1.device)[action]
     dt = params.dt
     dt2 = dt / 2.0
 

@@ -92,9 +92,8 @@ def step(
     params: MountainCarParams, state: State, action: torch.Tensor
 ) -> tuple[State, torch.Tensor, torch.Tensor]:
     """One step. ``action``: ``(n,)`` int64 in {0, 1, 2}."""
-    f32 = torch.float32
     position, velocity = state["position"], state["velocity"]
-    push = (action - 1).to(f32)
+    push = (action - 1).to(position.dtype)
     velocity = velocity + (push * params.force + torch.cos(3 * position) * (-params.gravity))
     velocity = torch.clamp(velocity, -params.max_speed, params.max_speed)
     position = position + velocity

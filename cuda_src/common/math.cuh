@@ -1,0 +1,18 @@
+// Elementwise helpers with torch's exact semantics, for kernels that mirror a torch reference.
+#pragma once
+
+#include <math.h>
+
+#include "rng.cuh"
+
+// torch.clamp(x, low, high) for float32: NaN stays NaN.
+GV_HD float gv_clamp(float x, float low, float high) {
+  return x < low ? low : (x > high ? high : x);
+}
+
+// torch.remainder(a, b) for float32 (at::native remainder): fmod, then the divisor's sign.
+GV_HD float gv_remainder(float a, float b) {
+  float mod = fmodf(a, b);
+  if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) mod += b;
+  return mod;
+}

@@ -1,0 +1,56 @@
+// MountainCar-v0 (Gymnasium), one thread per env. Mirrors envs/mountain_car.py operation by
+// operation in float32 (compile with -fmad=false).
+#include "common/autoreset.cuh"
+#include "common/math.cuh"
+
+struct MountainCar {
+  static constexpr int kStateDim = 2;  // position, velocity
+  static constexpr int kObsDim = 2;
+  static constexpr int kResetDraws = 1;
+  static constexpr int kActionDim = 1;
+  typedef long long ActionT;  // Discrete(3)
+
+  struct Consts {
+    float min_position;
+    float max_position;
+    float max_speed;
+    float goal_position;
+    float goal_velocity;
+    float force;
+    float neg_gravity;  // -gravity
+    float reset_low;
+    float reset_high;
+  };
+
+  GV_HD static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]) {
+    return a[0] >= 0 && a[0] < 3;
+  }
+
+  GV_HD static void reset(const Consts& c, const float (&u)[kResetDraws],
+                          float (&s)[kStateDim]) {
+    s[0] = gv_uniform_range(u[0], c.reset_low, c.reset_high);
+    s[1] = 0.0f;
+  }
+
+  GV_HD static bool step(const Consts& c, float (&s)[kStateDim], const ActionT (&a)[kActionDim],
+                         float* reward) {
+    const float push = (float)(a[0] - 1);
+    float velocity = s[1] + (push * c.force + cosf(3.0f * s[0]) * c.neg_gravity);
+    velocity = gv_clamp(velocity, -c.max_speed, c.max_speed);
+    float position = s[0] + velocity;
+    position = gv_clamp(position, c.min_position, c.max_position);
+    if (position == c.min_position && velocity < 0.0f) velocity = 0.0f;
+    const bool terminated = position >= c.goal_position && velocity >= c.goal_velocity;
+    *reward = -1.0f;
+    s[0] = position;
+    s[1] = velocity;
+    return terminated;
+  }
+
+  GV_HD static void observe(const Consts&, const float (&s)[kStateDim], float (&o)[kObsDim]) {
+    o[0] = s[0];
+    o[1] = s[1];
+  }
+};
+
+GV_DEFINE_KERNELS(mountain_car, MountainCar)

@@ -1,0 +1,142 @@
+"""The kernels' per-env code (cuda_src/<env>.cu with common/autoreset.cuh), compiled for the
+host, against the torch reference backend on the CPU, by state injection.
+
+States are ones the reference visits in random roll-outs; elapsed steps, pending autoresets,
+RNG counters and invalid actions are mixed in so every branch of the generic step runs:
+time limits, all three autoreset modes, resets from the RNG, invalid actions left unchanged.
+Host libm and torch's CPU kernels may differ in the last bit of sin/cos and torch's CPU
+division is exact where the kernels multiply by torch-on-CUDA's reciprocal, so floats are
+compared to 1e-6 + 1e-5 relative; integer and bool outputs are exact except for the few envs whose
+termination test sits within that rounding of its threshold (counted and bounded).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.buffers import StepOutputs
+from gpu_vecenv.registry import load_module
+from gpu_vecenv.vector_env import GpuVectorEnv
+
+from . import harness
+
+ENV_IDS = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
+           "GPUMountainCarContinuous-v0", "GPUPendulum-v1"]
+MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
+NUM_STATES = 4096
+
+
+def _make(env_id: str, n: int, mode=AutoresetMode.NEXT_STEP) -> GpuVectorEnv:
+    definition = load_module(env_id).DEFINITION
+    return GpuVectorEnv(definition, n, device="cpu", backend="torch", autoreset_mode=mode,
+                        strict=False)
+
+
+def _random_actions(env: GpuVectorEnv, gen: torch.Generator, invalid_fraction: float):
+    n, space = env.num_envs, env.single_action_space
+    if env.actions.kind == "discrete":
+        action = torch.randint(0, int(space.n), (n,), generator=gen)
+        bad = torch.rand(n, generator=gen) < invalid_fraction
+        junk = torch.tensor([-1, int(space.n), 2**40, -(2**40)])
+        action[bad] = junk[torch.randint(0, 4, (int(bad.sum()),), generator=gen)]
+        return action
+    # Box: beyond the bounds too (valid: the env clips), plus NaN and +-inf (invalid).
+    high = float(space.high.max())
+    action = (torch.rand((n, *space.shape), generator=gen) * 2 - 1) * 1.5 * high
+    bad = torch.rand(n, generator=gen) < invalid_fraction
+    junk = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    action[bad, 0] = junk[torch.randint(0, 3, (int(bad.sum()),), generator=gen)]
+    return action
+
+
+def visited_states(env_id: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """``NUM_STATES`` states the reference reaches in random roll-outs (with autoresets)."""
+    env = _make(env_id, 512)
+    env.reset(seed=int(torch.randint(0, 2**31, (1,), generator=gen)))
+    snapshots = []
+    for t in range(80):
+        env.backend.step(_random_actions(env, gen, 0.0), env._outputs)
+        if t % 10 == 9:
+            snapshots.append({k: v.clone() for k, v in env.buffers.state.items()})
+    pool = {k: torch.cat([s[k] for s in snapshots]) for k in snapshots[0]}
+    pick = torch.randint(0, len(next(iter(pool.values()))), (NUM_STATES,), generator=gen)
+    return {k: v[pick] for k, v in pool.items()}
+
+
+def _inject(env: GpuVectorEnv, states, gen: torch.Generator) -> None:
+    n = env.num_envs
+    limit = env.max_episode_steps or 1000
+    elapsed = torch.randint(0, limit, (n,), generator=gen, dtype=torch.int32)
+    elapsed[torch.rand(n, generator=gen) < 0.2] = limit - 1  # truncate on this step
+    env.set_state({
+        **states,
+        "elapsed_steps": elapsed,
+        "rng_counter": torch.randint(0, 2**40, (n,), generator=gen),
+        "rng_seed": torch.randint(-(2**62), 2**62, (n,), generator=gen),
+        "autoreset_pending": torch.rand(n, generator=gen) < 0.25,
+    })
+    env.buffers.error_count.zero_()
+
+
+def _close(actual, expected, what, keep):
+    torch.testing.assert_close(actual[keep], expected[keep], atol=1e-6, rtol=1e-5,
+                               equal_nan=True, msg=lambda m: f"{what}: {m}")
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_step_matches_reference(host_harness, tmp_path, env_id):
+    gen = torch.Generator().manual_seed(hash(env_id) % 2**31)
+    states = visited_states(env_id, gen)
+    for mode in MODES:
+        env = _make(env_id, NUM_STATES, mode)
+        _inject(env, states, gen)
+        action = _random_actions(env, gen, 0.03)
+        host = harness.run_env(host_harness, tmp_path, env, harness.OP_STEP, action)
+        out = StepOutputs.allocate(env.num_envs, env.obs_dim, env.device,
+                                   mode == AutoresetMode.SAME_STEP)
+        env.backend.step(action, out)
+        b = env.buffers
+
+        assert torch.equal(host.invalid_action, b.invalid_action), mode
+        assert host.error_count == int(b.error_count) == int(b.invalid_action.sum()) > 0
+        # Termination is a threshold test: allow the rare env whose rounding decides it.
+        differs = (host.terminated != out.terminated) | (host.truncated != out.truncated)
+        assert int(differs.sum()) <= 3, f"{mode}: {int(differs.sum())} flags differ"
+        keep = ~differs
+        for name in ("elapsed", "rng_counter", "autoreset_pending"):
+            assert torch.equal(getattr(host, name)[keep], getattr(b, name)[keep]), (mode, name)
+        assert torch.equal(host.truncated[keep], out.truncated[keep])
+        for name, value in b.state.items():
+            _close(host.state[name], value, f"{mode} state {name}", keep)
+        _close(host.obs, out.obs, f"{mode} obs", keep)
+        _close(host.reward, out.reward, f"{mode} reward", keep)
+        if mode == AutoresetMode.SAME_STEP:
+            _close(host.final_obs, out.final_obs, f"{mode} final_obs", keep)
+        # Invalid actions left their envs exactly as they were.
+        bad = b.invalid_action
+        for name in b.state:
+            assert torch.equal(host.state[name][bad], states[name][bad])
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reset_and_observe_match_reference(host_harness, tmp_path, env_id):
+    """Masked resets draw bit-identical initial states (same RNG, same float32 ops)."""
+    gen = torch.Generator().manual_seed(7)
+    env = _make(env_id, 2048)
+    env.reset(seed=99)
+    env.buffers.invalid_action.fill_(True)
+    mask = torch.rand(env.num_envs, generator=gen) < 0.5
+    host = harness.run_env(host_harness, tmp_path, env, harness.OP_RESET, mask=mask)
+    obs = torch.empty(env.num_envs, env.obs_dim)
+    env.backend.reset(mask, obs)
+    b = env.buffers
+    for name, value in b.state.items():
+        assert torch.equal(host.state[name], value), name
+    for name in ("elapsed", "rng_counter", "autoreset_pending", "invalid_action"):
+        assert torch.equal(getattr(host, name), getattr(b, name)), name
+    torch.testing.assert_close(host.obs, obs, atol=1e-6, rtol=1e-6)
+
+    host = harness.run_env(host_harness, tmp_path, env, harness.OP_OBSERVE)
+    torch.testing.assert_close(host.obs, obs, atol=1e-6, rtol=1e-6)

@@ -1,0 +1,19 @@
+#!/bin/bash
+# The whole GPU check of the CUDA backend in one go (for the H200 test machine):
+# GPU tests, compute-sanitizer, and a benchmark. Logs and JSON go to $1 (default: gpu_check/).
+#   source .device-kit/setup.sh && bash scripts/gpu_check.sh "$OUT"
+out="${1:-gpu_check}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
+echo "== GPU tests"
+timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu tests/gpu -q -s -p no:cacheprovider \
+  > "$out/gpu_tests.log" 2>&1
+echo "pytest exit $?"
+grep -E "bit-identical|steps x|passed|failed|FAILED|Error" "$out/gpu_tests.log" | cut -c1-200 | tail -70
+echo "== sanitizer"
+timeout "${SANITIZE_TIMEOUT:-150}" python3 scripts/gpu_sanitize.py --log-dir "$out"
+echo "== bench"
+timeout "${BENCH_TIMEOUT:-120}" gpu-vecenv bench --env ${BENCH_ENVS:-all} --backend ${BENCH_BACKENDS:-cuda} \
+  --repeats 3 --json "$out/bench.json" --plot "$out/bench.png" ${BENCH_EXTRA:-} > "$out/bench.log" 2>&1
+echo "bench exit $?"
+cat "$out/bench.log" | cut -c1-120 | tail -40

@@ -319,3 +319,10 @@ def main(args: argparse.Namespace) -> int:
     if args.plot:
         plot(records, args.plot)
     return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="python -m gpu_vecenv.bench",
+                                      description=__doc__.splitlines()[0])
+    configure_parser(_parser)
+    sys.exit(main(_parser.parse_args()))

@@ -13,7 +13,10 @@ grep -E "bit-identical|steps x|passed|failed|FAILED|Error" "$out/gpu_tests.log" 
 echo "== sanitizer"
 timeout "${SANITIZE_TIMEOUT:-150}" python3 scripts/gpu_sanitize.py --log-dir "$out"
 echo "== bench"
-timeout "${BENCH_TIMEOUT:-120}" gpu-vecenv bench --env ${BENCH_ENVS:-all} --backend ${BENCH_BACKENDS:-cuda} \
-  --repeats 3 --json "$out/bench.json" --plot "$out/bench.png" ${BENCH_EXTRA:-} > "$out/bench.log" 2>&1
+timeout "${BENCH_TIMEOUT:-120}" python3 -m gpu_vecenv.bench --env all --backend cuda \
+  --repeats 3 --json "$out/bench_cuda.json" --plot "$out/bench_cuda.png" > "$out/bench.log" 2>&1
 echo "bench exit $?"
-cat "$out/bench.log" | cut -c1-120 | tail -40
+timeout "${BENCH_TIMEOUT:-120}" python3 -m gpu_vecenv.bench --env GPUCartPole-v1 --backend torch \
+  --repeats 3 --vs gymnasium --json "$out/bench_torch_gym.json" >> "$out/bench.log" 2>&1
+echo "bench 2 exit $?"
+grep -v "^\s*$" "$out/bench.log" | cut -c1-110 | tail -48

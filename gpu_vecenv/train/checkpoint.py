@@ -1,0 +1,79 @@
+"""Checkpoints: written atomically, loadable with ``torch.load(weights_only=True)``.
+
+A checkpoint is a dict of plain tensors, dicts, lists and numbers:
+``format``, ``version``, ``config`` (the resolved config as a dict), ``counters``
+(``iteration``, ``global_step``), ``policies`` (per policy: model and optimizer state
+dicts, DDPG's replay buffer and noise state), ``rng`` (the sampling generator and
+torch's global RNG), ``env`` (the env's full state and current observations) and
+``episode_stats``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "gpu_vecenv.train.checkpoint"
+VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, corrupt, or does not match the run."""
+
+
+def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
+    """Write ``payload`` to ``path`` atomically: a temporary file in the same folder,
+    flushed to disk, then ``os.replace`` (a crash leaves the old file intact)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": FORMAT, "version": VERSION, **payload}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Load and sanity-check a checkpoint (``weights_only=True``: no code runs)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        payload = torch.load(path, map_location=device, weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path} is corrupt or unreadable "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+                              ) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a gpu_vecenv training checkpoint")
+    if payload.get("version") != VERSION:
+        raise CheckpointError(f"{path} has checkpoint version {payload.get('version')}; "
+                              f"this gpu_vecenv reads version {VERSION}")
+    missing = [k for k in ("config", "counters", "policies") if k not in payload]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks {missing}")
+    return payload
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """``path`` itself if it is a file, else ``<run_dir>/checkpoints/latest.pt``."""
+    path = Path(path)
+    if path.is_dir():
+        latest = path / "checkpoints" / "latest.pt"
+        if not latest.is_file():
+            raise FileNotFoundError(f"no checkpoint in run directory {path} "
+                                    f"(expected {latest})")
+        return latest
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is neither a run directory nor a checkpoint file")
+    return path

@@ -1,0 +1,50 @@
+"""Evaluate a trained policy: mean return over N episodes of the deterministic policy.
+
+Examples:
+  gpu-vecenv eval runs/GPUCartPole-v1__ppo__1__20260101-120000 --episodes 100
+  gpu-vecenv eval runs/.../checkpoints/latest.pt --episodes 10 --gif cartpole.gif
+  gpu-vecenv eval RUN_DIR --random          (the same statistics under uniform random play)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("path", metavar="RUN_DIR_OR_CHECKPOINT",
+                        help="a run directory (its checkpoints/latest.pt) or a checkpoint file")
+    parser.add_argument("--episodes", type=int, default=100,
+                        help="episodes (games, for a multi-agent env) to play (default 100)")
+    parser.add_argument("--gif", metavar="OUT.gif", default=None,
+                        help="write a GIF of the first episode (needs an env that renders "
+                             "and imageio)")
+    parser.add_argument("--device", default="auto", help="torch device (default: auto)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="evaluation seed (default: derived from the run's seed)")
+    parser.add_argument("--random", action="store_true",
+                        help="play uniform random actions instead (a baseline)")
+    parser.add_argument("--json", metavar="OUT.json", default=None,
+                        help="also write the result as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    from gpu_vecenv.train.cli import _format_evaluation
+    from gpu_vecenv.train.evaluate import evaluate, load_models, write_evaluation
+    from gpu_vecenv.train.trainer import resolve_device
+
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    device = resolve_device(args.device)
+    config, models, step = load_models(args.path, device)
+    result = evaluate(config, models, args.episodes, device, seed=args.seed,
+                      random_policy=args.random, gif_path=args.gif)
+    result["global_step"] = step
+    who = "random play" if args.random else f"checkpoint at step {step:,}"
+    print(f"{config.trainer.env}, {who}: {_format_evaluation(result)}")
+    if args.gif:
+        print(f"GIF written to {args.gif}")
+    if args.json:
+        write_evaluation(result, args.json)
+    return 0

@@ -1,0 +1,182 @@
+"""Evaluation of trained policies: N episodes of the deterministic policy (the mode of
+the action distribution), optionally a GIF of the first one.
+
+Each of ``episodes`` envs (games, for a multi-agent env) plays exactly one episode;
+the first episode of every slot counts, the rest of the vector keeps stepping until all
+have finished.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.train.checkpoint import find_checkpoint, load_checkpoint
+from gpu_vecenv.train.config import Config, DDPGConfig, config_from_dict
+from gpu_vecenv.train.distributions import ActionSpec
+from gpu_vecenv.train.networks import ActorCritic, DeterministicActorCritic
+from gpu_vecenv.train.policies import agent_roles, slot_assignment
+
+_EVAL_SEED_OFFSET = 1_000_003  # evaluation envs never replay the training seeds
+
+
+def build_models(config: Config, env, device: torch.device) -> dict[str, torch.nn.Module]:
+    """The network of every policy (untrained), without optimizers or storage."""
+    spec = ActionSpec.from_space(env.single_action_space)
+    obs_dim = int(env.single_observation_space.shape[0])
+    models = {}
+    for name in slot_assignment(config, env):
+        c = config.policy_config(name)
+        if isinstance(c, DDPGConfig):
+            model = DeterministicActorCritic(obs_dim, spec, tuple(c.hidden_sizes),
+                                             c.activation, c.normalize_obs)
+        else:
+            model = ActorCritic(obs_dim, spec, tuple(c.hidden_sizes), c.activation,
+                                c.init_log_std, c.normalize_obs)
+        models[name] = model.to(device)
+    return models
+
+
+def load_models(path: str | Path, device: torch.device
+                ) -> tuple[Config, dict[str, torch.nn.Module], int]:
+    """``(config, models, global_step)`` from a run directory or checkpoint file."""
+    from gpu_vecenv.train.checkpoint import CheckpointError
+    from gpu_vecenv.train.trainer import make_env
+
+    file = find_checkpoint(path)
+    payload = load_checkpoint(file, device)
+    config = config_from_dict(payload["config"])
+    env = make_env(config, device, num_envs=1)
+    models = build_models(config, env, device)
+    env.close()
+    for name, model in models.items():
+        try:
+            model.load_state_dict(payload["policies"][name]["model"])
+        except (KeyError, RuntimeError) as exc:
+            raise CheckpointError(f"checkpoint {file}: policy {name!r} does not load: "
+                                  f"{str(exc).splitlines()[0][:300]}") from None
+    return config, models, int(payload["counters"]["global_step"])
+
+
+@torch.no_grad()
+def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
+             device: torch.device, *, seed: int | None = None, random_policy: bool = False,
+             gif_path: str | Path | None = None, max_steps: int = 100_000
+             ) -> dict[str, Any]:
+    """Play ``episodes`` episodes (games) and return their mean returns.
+
+    ``models``: policy name -> network (or the trainer's policy groups). Returns
+    ``{"episodes", "mean_return", "std_return", "mean_length", "policies": {name:
+    {"mean_return_per_agent", "mean_return_per_game"}}}`` (``mean_return`` is per slot
+    for single-agent envs: the usual episode return).
+    """
+    from gpu_vecenv.registration import make_vec
+
+    if not isinstance(models, dict):
+        models = {g.name: g.learner.model for g in models}
+    t = config.trainer
+    render = gif_path is not None
+    env = make_vec(t.env, episodes, device=device, backend=t.backend,
+                   autoreset_mode=AutoresetMode.SAME_STEP,
+                   **({"render_mode": "rgb_array"} if render else {}), **t.env_kwargs)
+    roles = agent_roles(env)
+    assignment = slot_assignment(config, env)
+    agents = 1 if roles is None else len(roles)
+    games = env.num_envs // agents
+    owner = torch.zeros(agents, dtype=torch.int64)
+    names = list(assignment)
+    for k, ids in enumerate(assignment.values()):
+        if ids is not None:
+            owner[ids] = k
+    slot_owner = owner.repeat(games).to(device)
+    spec = ActionSpec.from_space(env.single_action_space)
+    generator = torch.Generator(device=device).manual_seed(
+        (t.seed if seed is None else seed) + _EVAL_SEED_OFFSET)
+    obs, _ = env.reset(seed=(t.seed if seed is None else seed) + _EVAL_SEED_OFFSET)
+    n = env.num_envs
+    returns = torch.zeros(n, device=device)
+    lengths = torch.zeros(n, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    frames = []
+    for step in range(max_steps):
+        if render and not bool(finished[0]):
+            frames.extend(_frames(env))
+        if random_policy:
+            action = _random_actions(spec, n, device, generator)
+        else:
+            action = torch.zeros((n, *spec.action_shape), dtype=spec.dtype, device=device)
+            for k, name in enumerate(names):
+                mask = slot_owner == k
+                chosen = models[name].deterministic_action(obs)
+                if spec.kind != "discrete":
+                    mask = mask.unsqueeze(-1)
+                action = torch.where(mask, chosen.to(spec.dtype), action)
+            if spec.kind == "box":
+                action = torch.clamp(action, torch.tensor(spec.low, device=device),
+                                     torch.tensor(spec.high, device=device))
+        obs, reward, terminated, truncated, _ = env.step(action)
+        live = ~finished
+        returns += reward * live
+        lengths += live.float()
+        finished |= terminated | truncated
+        if step % 32 == 31 and bool(finished.all()):
+            break
+    env.close()
+    if not bool(finished.all()):
+        raise RuntimeError(f"evaluation: episodes did not end within {max_steps} steps")
+    per_game = returns.reshape(games, agents)
+    result: dict[str, Any] = {
+        "env": t.env, "episodes": games, "policy": "random" if random_policy else "trained",
+        "mean_return": float(returns.mean()), "std_return": float(returns.std()) if n > 1
+        else 0.0, "mean_length": float(lengths.mean()), "policies": {}}
+    for k, name in enumerate(names):
+        ids = [i for i in range(agents) if int(owner[i]) == k]
+        result["policies"][name] = {
+            "mean_return_per_agent": float(per_game[:, ids].mean()),
+            "mean_return_per_game": float(per_game[:, ids].sum(1).mean())}
+    if render:
+        _write_gif(frames, gif_path, env.metadata.get("render_fps", 30))
+        result["gif"] = str(gif_path)
+    return result
+
+
+def _random_actions(spec: ActionSpec, n: int, device: torch.device,
+                    generator: torch.Generator) -> torch.Tensor:
+    if spec.kind == "box":
+        low = torch.tensor(spec.low, device=device)
+        high = torch.tensor(spec.high, device=device)
+        return low + (high - low) * torch.rand((n, len(spec.low)), device=device,
+                                               generator=generator)
+    nvec = torch.tensor(spec.nvec, device=device)
+    start = torch.tensor(spec.start, device=device)
+    u = torch.rand((n, len(spec.nvec)), device=device, generator=generator)
+    action = (u * nvec).long() + start
+    return action[:, 0] if spec.kind == "discrete" else action
+
+
+def _frames(env) -> list:
+    try:
+        frames = env.render()
+    except NotImplementedError as exc:
+        raise RuntimeError(f"{env.env_id} cannot render, so no GIF: {exc}") from None
+    if frames is None:
+        raise RuntimeError(f"{env.env_id} cannot render, so no GIF")
+    return [frames[0]] if isinstance(frames, (tuple, list)) else [frames]
+
+
+def _write_gif(frames: list, path: str | Path, fps: int) -> None:
+    try:
+        import imageio.v2 as imageio
+    except ImportError as exc:
+        raise RuntimeError("writing a GIF needs imageio: pip install 'gpu-vecenv[render]'"
+                           ) from exc
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimsave(str(path), frames, duration=1.0 / max(1, fps), loop=0)
+
+
+def write_evaluation(result: dict[str, Any], path: str | Path) -> None:
+    Path(path).write_text(json.dumps(result, indent=2) + "\n")

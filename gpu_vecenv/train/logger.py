@@ -1,0 +1,118 @@
+"""Run outputs: JSON-lines metrics, TensorBoard (imported lazily), the progress bar,
+and episode statistics accumulated on the device."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class EpisodeStats:
+    """Per-slot running return and length; completed episodes are summed on the device
+    and read (one sync) by :meth:`read`. Shapes: ``(N,)`` per slot, ``()`` totals."""
+
+    def __init__(self, num_slots: int, device: torch.device):
+        self.running_return = torch.zeros(num_slots, device=device)
+        self.running_length = torch.zeros(num_slots, device=device)
+        # [sum of returns, sum of lengths, episodes] since the last read
+        self.totals = torch.zeros(3, device=device)
+
+    def update(self, reward: torch.Tensor, done: torch.Tensor) -> None:
+        self.running_return += reward
+        self.running_length += 1.0
+        d = done.to(reward.dtype)
+        self.totals += torch.stack([(self.running_return * d).sum(),
+                                    (self.running_length * d).sum(), d.sum()])
+        keep = 1.0 - d
+        self.running_return *= keep
+        self.running_length *= keep
+
+    def read(self) -> dict[str, float] | None:
+        """Mean return/length of the episodes finished since the last read (or None)."""
+        ret, length, count = self.totals.tolist()
+        self.totals.zero_()
+        if count == 0:
+            return None
+        return {"episode_return": ret / count, "episode_length": length / count,
+                "episodes": count}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"running_return": self.running_return.clone(),
+                "running_length": self.running_length.clone(), "totals": self.totals.clone()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.running_return.copy_(state["running_return"])
+        self.running_length.copy_(state["running_length"])
+        self.totals.copy_(state["totals"])
+
+
+class MetricsWriter:
+    """Appends one JSON object per line to ``metrics.jsonl`` and mirrors scalars to
+    TensorBoard when enabled (``tensorboard`` is imported only then)."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool, resume_step: int | None = None):
+        self.path = run_dir / "metrics.jsonl"
+        if resume_step is not None and self.path.exists():
+            # Drop rows logged after the checkpoint we resume from: they will be redone.
+            kept = [line for line in self.path.read_text().splitlines()
+                    if line.strip() and json.loads(line).get("global_step", 0) <= resume_step]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        self._file = self.path.open("a")
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise RuntimeError("TensorBoard logging needs the tensorboard package: pip "
+                                   "install 'gpu-vecenv[train]', or set "
+                                   "trainer.tensorboard=false") from exc
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=resume_step)
+
+    def write(self, row: dict[str, Any]) -> None:
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                 for k, v in row.items()}
+        self._file.write(json.dumps(clean) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            step = int(row["global_step"])
+            for key, value in row.items():
+                if key != "global_step" and isinstance(value, (int, float)) and \
+                        not isinstance(value, bool):
+                    self._tb.add_scalar(key, value, step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+class Progress:
+    """A tqdm bar over env steps (shown only when enabled and stderr is a terminal)."""
+
+    def __init__(self, enabled: bool, total: int, initial: int):
+        self._bar = None
+        if enabled and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self._bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True,
+                             dynamic_ncols=True)
+
+    def update(self, global_step: int, rate: float, recent_return: float | None) -> None:
+        if self._bar is None:
+            return
+        self._bar.update(global_step - self._bar.n)
+        postfix = {"steps/s": f"{rate:,.0f}"}
+        if recent_return is not None:
+            postfix["return"] = f"{recent_return:.1f}"
+        self._bar.set_postfix(postfix, refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,175 @@
+"""PPO and A2C for one policy: acting during the roll-out and the update after it.
+
+A learner owns its network, optimizer and :class:`RolloutStorage`; the trainer loop
+feeds it the observations of its agent slots. ``N`` = the policy's slots, ``T`` =
+``num_steps``. Nothing here reads a tensor value on the host, except PPO's optional
+``target_kl`` check (one read per epoch).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gpu_vecenv.train import losses
+from gpu_vecenv.train.config import A2CConfig, PPOConfig
+from gpu_vecenv.train.distributions import ActionSpec
+from gpu_vecenv.train.networks import ActorCritic
+from gpu_vecenv.train.storage import RolloutStorage
+
+
+class OnPolicyLearner:
+    """PPO (``PPOConfig``) or A2C (``A2CConfig``) for ``num_slots`` agent slots."""
+
+    def __init__(self, config: PPOConfig | A2CConfig, obs_dim: int, spec: ActionSpec,
+                 num_slots: int, device: torch.device, generator: torch.Generator):
+        self.config = config
+        self.spec = spec
+        self.device = device
+        self.generator = generator
+        self.is_ppo = isinstance(config, PPOConfig)
+        self.model = ActorCritic(obs_dim, spec, tuple(config.hidden_sizes), config.activation,
+                                 config.init_log_std, config.normalize_obs).to(device)
+        if not self.is_ppo and config.optimizer == "rmsprop":
+            self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
+                self.model.parameters(), lr=config.learning_rate, alpha=0.99, eps=1e-5)
+        else:
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.learning_rate,
+                                              eps=1e-5)
+        self.storage = RolloutStorage(config.num_steps, num_slots, obs_dim, spec.action_shape,
+                                      spec.dtype, device)
+        if spec.kind == "box":
+            self._low = torch.tensor(spec.low, device=device)
+            self._high = torch.tensor(spec.high, device=device)
+            self._bounded = all(math.isfinite(x) for x in spec.low + spec.high)
+
+    # -- roll-out --
+
+    @torch.no_grad()
+    def act(self, step: int, obs: torch.Tensor) -> torch.Tensor:
+        """Sample actions for ``obs`` ``(N, D)``, store obs/action/log-prob at row
+        ``step`` and return the actions to send to the env (Box: clipped to bounds)."""
+        s = self.storage
+        s.obs[step].copy_(obs)
+        action, log_prob = self.model.act(obs, self.generator)
+        s.actions[step].copy_(action)
+        s.log_probs[step].copy_(log_prob)
+        if self.spec.kind == "box" and self._bounded:
+            return torch.clamp(action, self._low, self._high)
+        return action
+
+    def record(self, step: int, reward: torch.Tensor, terminated: torch.Tensor,
+               done: torch.Tensor, final_obs: torch.Tensor) -> None:
+        """Store what the env returned for row ``step`` (``(N,)`` each, ``(N, D)``)."""
+        s = self.storage
+        s.rewards[step].copy_(reward)
+        s.terminated[step].copy_(terminated)
+        s.done[step].copy_(done)
+        s.final_obs[step].copy_(final_obs)
+
+    # -- update --
+
+    def set_progress(self, fraction_done: float) -> None:
+        """Linear learning-rate annealing to 0 over the run, if enabled."""
+        if self.config.anneal_lr:
+            lr = self.config.learning_rate * max(0.0, 1.0 - fraction_done)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+
+    def _advantages(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        c, s = self.config, self.storage
+        with torch.no_grad():
+            # Values are computed for the whole roll-out at once, after it, instead of
+            # one forward per step: the roll-out then runs the actor only.
+            values = self.model.value(s.flat(s.obs)).reshape(s.rewards.shape)
+            next_values = self.model.value(s.flat(s.final_obs)).reshape(s.rewards.shape)
+            rewards = s.rewards * c.reward_scale if c.reward_scale != 1.0 else s.rewards
+            advantages, returns = losses.gae_advantages(
+                rewards, values, next_values, s.terminated, s.done, c.gamma, c.gae_lambda)
+        return values, advantages, returns
+
+    def update(self) -> dict[str, torch.Tensor]:
+        """One update on the stored roll-out; returns device scalars to log."""
+        values, advantages, returns = self._advantages()
+        metrics = self._ppo_update(values, advantages, returns) if self.is_ppo else \
+            self._a2c_update(advantages, returns)
+        # Statistics move only after the update, so the log-probs stored during the
+        # roll-out and the first epoch's log-probs use the same normalisation.
+        self.model.normalizer.update(self.storage.obs)
+        with torch.no_grad():
+            explained = 1.0 - torch.var(returns - values) / (torch.var(returns) + 1e-8)
+        metrics["explained_variance"] = explained
+        metrics["learning_rate"] = torch.tensor(self.optimizer.param_groups[0]["lr"])
+        return metrics
+
+    def _step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+
+    def _ppo_update(self, old_values: torch.Tensor, advantages: torch.Tensor,
+                    returns: torch.Tensor) -> dict[str, torch.Tensor]:
+        c, s = self.config, self.storage
+        obs, actions = s.flat(s.obs), s.flat(s.actions)
+        old_log_probs, old_values = s.flat(s.log_probs), old_values.reshape(-1)
+        advantages, returns = advantages.reshape(-1), returns.reshape(-1)
+        batch = obs.shape[0]
+        minibatch = max(1, batch // c.num_minibatches)
+        totals = torch.zeros(6, device=self.device)
+        count = 0
+        for _ in range(c.update_epochs):
+            order = torch.randperm(batch, device=self.device, generator=self.generator)
+            epoch_kl = torch.zeros((), device=self.device)
+            for start in range(0, minibatch * c.num_minibatches, minibatch):
+                idx = order[start:start + minibatch]
+                log_prob, entropy, value = self.model.evaluate(obs[idx], actions[idx])
+                adv = advantages[idx]
+                if c.norm_adv:
+                    adv = losses.normalize_advantages(adv)
+                policy_loss = losses.clipped_surrogate_loss(log_prob, old_log_probs[idx], adv,
+                                                            c.clip_coef)
+                v_loss = losses.value_loss(value, returns[idx], old_values[idx],
+                                           c.clip_coef if c.clip_vloss else None)
+                entropy_mean = losses.entropy_bonus(entropy)
+                loss = policy_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
+                self._step(loss)
+                with torch.no_grad():
+                    kl, clip_fraction = losses.ratio_statistics(log_prob, old_log_probs[idx],
+                                                                c.clip_coef)
+                    totals += torch.stack([loss, policy_loss, v_loss, entropy_mean, kl,
+                                           clip_fraction]).detach()
+                    epoch_kl += kl / c.num_minibatches
+                count += 1
+            if c.target_kl is not None and float(epoch_kl) > c.target_kl:
+                break
+        mean = totals / count
+        names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+        metrics = dict(zip(names, mean.unbind(), strict=True))
+        metrics["epochs"] = torch.tensor(float(count) / c.num_minibatches)
+        return metrics
+
+    def _a2c_update(self, advantages: torch.Tensor, returns: torch.Tensor
+                    ) -> dict[str, torch.Tensor]:
+        c, s = self.config, self.storage
+        log_prob, entropy, value = self.model.evaluate(s.flat(s.obs), s.flat(s.actions))
+        adv = advantages.reshape(-1)
+        if c.norm_adv:
+            adv = losses.normalize_advantages(adv)
+        policy_loss = losses.policy_gradient_loss(log_prob, adv)
+        v_loss = losses.value_loss(value, returns.reshape(-1))
+        entropy_mean = losses.entropy_bonus(entropy)
+        loss = policy_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
+        self._step(loss)
+        return {"loss": loss.detach(), "policy_loss": policy_loss.detach(),
+                "value_loss": v_loss.detach(), "entropy": entropy_mean.detach()}
+
+    # -- checkpoints --
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,128 @@
+"""Which policy controls which vector slot, and the learners built for them.
+
+A single-agent env has one policy, ``default``, over every slot. A multi-agent env's
+Gymnasium view has one slot per agent (``slot = game * agents + agent``); the config's
+``policies`` map names roles (``"tagger"``) or agent ids (``0``) to policies. Without a
+map, a multi-agent env gets one policy per role (Tag: ``tagger`` and ``runner``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gpu_vecenv.train.config import Config, DDPGConfig
+from gpu_vecenv.train.ddpg import DDPGLearner
+from gpu_vecenv.train.distributions import ActionSpec
+from gpu_vecenv.train.logger import EpisodeStats
+from gpu_vecenv.train.on_policy import OnPolicyLearner
+
+
+@dataclass
+class PolicyGroup:
+    """One policy and the vector slots it acts for (``slots``: ``(N,)`` int64 indices
+    into the vector, or ``None`` for all of them)."""
+
+    name: str
+    slots: torch.Tensor | None
+    learner: OnPolicyLearner | DDPGLearner
+    stats: EpisodeStats
+
+    def select(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The rows of ``tensor`` ``(num_slots, ...)`` that belong to this policy."""
+        return tensor if self.slots is None else tensor.index_select(0, self.slots)
+
+
+def agent_roles(env) -> list[str] | None:
+    """The role of each agent of one game, or ``None`` for a single-agent env.
+
+    Reads ``env.agent_roles`` (a list of role names), else derives it from
+    ``env.num_agents`` and ``env.params.num_taggers`` (taggers are the first ids).
+    """
+    roles = getattr(env, "agent_roles", None)
+    if roles is not None:
+        return [str(r) for r in roles]
+    num_agents = getattr(env, "num_agents", None)
+    if num_agents is None or int(num_agents) <= 1 and not hasattr(env, "num_games"):
+        return None
+    num_taggers = int(getattr(getattr(env, "params", None), "num_taggers", 0))
+    return ["tagger"] * num_taggers + ["runner"] * (int(num_agents) - num_taggers)
+
+
+def slot_assignment(config: Config, env) -> dict[str, list[int] | None]:
+    """Policy name -> agent ids within a game (``None``: every slot; single-agent)."""
+    roles = agent_roles(env)
+    if roles is None:
+        if config.policies:
+            raise ValueError(f"{config.trainer.env} is single-agent; remove the 'policies' "
+                             "section")
+        return {"default": None}
+    if not config.policies:
+        names = list(dict.fromkeys(roles))
+        return {name: [i for i, r in enumerate(roles) if r == name] for name in names}
+    assignment: dict[str, list[int]] = {}
+    owner: dict[int, str] = {}
+    for name, spec in config.policies.items():
+        ids: list[int] = []
+        for agent in spec.agents:
+            if isinstance(agent, int):
+                if not 0 <= agent < len(roles):
+                    raise ValueError(f"policies.{name}.agents: agent id {agent} outside "
+                                     f"[0, {len(roles)})")
+                ids.append(agent)
+            else:
+                matched = [i for i, r in enumerate(roles) if r == agent]
+                if not matched:
+                    raise ValueError(f"policies.{name}.agents: unknown role {agent!r}; "
+                                     f"roles of {config.trainer.env}: "
+                                     f"{sorted(set(roles))}")
+                ids.extend(matched)
+        for i in ids:
+            if i in owner and owner[i] != name:
+                raise ValueError(f"agent {i} ({roles[i]}) is in both policies {owner[i]!r} "
+                                 f"and {name!r}")
+            owner[i] = name
+        assignment[name] = sorted(set(ids))
+    unassigned = [i for i in range(len(roles)) if i not in owner]
+    if unassigned:
+        raise ValueError(f"agents {unassigned} (roles {sorted({roles[i] for i in unassigned})})"
+                         f" belong to no policy; list them under policies.<name>.agents")
+    return assignment
+
+
+def build_groups(config: Config, env, device: torch.device, generator: torch.Generator
+                 ) -> list[PolicyGroup]:
+    """A learner per policy, its slots and episode statistics. Call after seeding torch:
+    network initialisation draws from torch's global generator."""
+    spec = ActionSpec.from_space(env.single_action_space)
+    obs_shape = env.single_observation_space.shape
+    if obs_shape is None or len(obs_shape) != 1:
+        raise TypeError(f"the trainer needs flat Box observations, got "
+                        f"{env.single_observation_space}")
+    obs_dim = int(obs_shape[0])
+    assignment = slot_assignment(config, env)
+    num_slots = env.num_envs
+    agents_per_game = 1 if assignment.get("default", []) is None else len(agent_roles(env))
+    games = num_slots // agents_per_game
+    groups = []
+    steps = set()
+    for name, ids in assignment.items():
+        algo_config = config.policy_config(name)
+        steps.add(algo_config.train_frequency if isinstance(algo_config, DDPGConfig)
+                  else algo_config.num_steps)
+        if ids is None:
+            slots, n = None, num_slots
+        else:
+            slots = (torch.arange(games, device=device).unsqueeze(1) * agents_per_game
+                     + torch.tensor(ids, device=device).unsqueeze(0)).reshape(-1)
+            n = slots.shape[0]
+        if isinstance(algo_config, DDPGConfig):
+            learner = DDPGLearner(algo_config, obs_dim, spec, n, device, generator)
+        else:
+            learner = OnPolicyLearner(algo_config, obs_dim, spec, n, device, generator)
+        groups.append(PolicyGroup(name, slots, learner, EpisodeStats(n, device)))
+    if len(steps) > 1:
+        raise ValueError("all policies must use the same num_steps (ppo, a2c) or "
+                         "train_frequency (ddpg): the env steps them together")
+    return groups

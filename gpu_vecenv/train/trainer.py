@@ -1,0 +1,329 @@
+"""The training loop: roll-out on the device, update, log, checkpoint, evaluate.
+
+An iteration is ``num_steps`` vector steps (PPO, A2C) or ``train_frequency`` vector
+steps (DDPG) followed by each policy's update. The loop never reads a tensor on the
+host except every ``log_interval`` iterations (metrics, episode statistics) and at
+checkpoints, so on a GPU the host runs ahead and only queues work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.train import checkpoint as ckpt
+from gpu_vecenv.train.config import Config, DDPGConfig, config_from_dict, save_yaml
+from gpu_vecenv.train.ddpg import DDPGLearner
+from gpu_vecenv.train.logger import MetricsWriter, Progress
+from gpu_vecenv.train.policies import PolicyGroup, build_groups
+
+# Keys that may differ between a checkpoint's config and the resuming run's.
+_RESUMABLE_CHANGES = {"total_steps", "run_dir", "log_interval", "checkpoint_interval",
+                      "eval_episodes", "progress", "tensorboard", "torch_threads",
+                      "sync_timing", "device"}
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> the current CUDA device if any, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ValueError(f"trainer.device: {exc}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("trainer.device is cuda but torch sees no CUDA GPU")
+    return device
+
+
+def make_env(config: Config, device: torch.device, num_envs: int | None = None, **kwargs):
+    """The training env (SAME_STEP autoreset so ``final_obs`` is available, reused
+    output buffers)."""
+    from gpu_vecenv.registration import make_vec
+
+    t = config.trainer
+    return make_vec(t.env, num_envs or t.num_envs, device=device, backend=t.backend,
+                    autoreset_mode=AutoresetMode.SAME_STEP, copy=False,
+                    **t.env_kwargs, **kwargs)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns."""
+
+    run_dir: Path
+    global_step: int
+    seconds: float
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    """every logged row (as in ``metrics.jsonl``)"""
+    evaluation: dict[str, Any] | None = None
+    """:func:`gpu_vecenv.train.evaluate.evaluate` result, if ``eval_episodes > 0``"""
+
+
+class Trainer:
+    """Builds the env and the policies of ``config``; :meth:`run` trains.
+
+    Args:
+        config: a validated :class:`Config`.
+        resume: continue from ``<run_dir>/checkpoints/latest.pt``.
+        callback: called with each logged row; returning ``False`` stops training
+            (a checkpoint is written first).
+    """
+
+    def __init__(self, config: Config, resume: bool = False,
+                 callback: Callable[[dict[str, Any]], bool | None] | None = None):
+        self.config = config
+        t = config.trainer
+        self.device = resolve_device(t.device)
+        if t.torch_threads > 0 or self.device.type == "cpu":
+            torch.set_num_threads(t.torch_threads or 1)
+        self.callback = callback
+        self.run_dir = Path(t.run_dir) if t.run_dir else Path("runs") / (
+            f"{t.env}__{t.algo}__{t.seed}__{datetime.now():%Y%m%d-%H%M%S}")
+        if not resume and (self.run_dir / "metrics.jsonl").exists():
+            raise ValueError(f"run directory {self.run_dir} already holds a run; resume it "
+                             "with --resume or choose another trainer.run_dir")
+        self.env = make_env(config, self.device)
+        torch.manual_seed(t.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
+        self.groups: list[PolicyGroup] = build_groups(config, self.env, self.device,
+                                                      self.generator)
+        self.is_ddpg = isinstance(config.algo_config, DDPGConfig)
+        first = config.policy_config(self.groups[0].name)
+        self.steps_per_iteration = first.train_frequency if self.is_ddpg else first.num_steps
+        self.num_slots = self.env.num_envs
+        self.batch = self.steps_per_iteration * self.num_slots
+        self.num_iterations = max(1, t.total_steps // self.batch)
+        self.iteration = 0
+        self.global_step = 0
+        self.obs, _ = self.env.reset(seed=t.seed)
+        self.obs = self.obs.clone()
+        self._full_actions = None
+        if len(self.groups) > 1 or self.groups[0].slots is not None:
+            spec = self.groups[0].learner.spec
+            self._full_actions = torch.zeros((self.num_slots, *spec.action_shape),
+                                             dtype=spec.dtype, device=self.device)
+        self.resumed_from: int | None = None
+        if resume:
+            self._load(ckpt.find_checkpoint(self.run_dir))
+
+    # -- the loop --
+
+    def run(self) -> TrainResult:
+        """Train until ``total_steps``; returns the logged rows and the evaluation."""
+        t = self.config.trainer
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_yaml(self.config, self.run_dir / "config.yaml")
+        writer = MetricsWriter(self.run_dir, t.tensorboard, resume_step=self.resumed_from)
+        progress = Progress(t.progress, self.num_iterations * self.batch, self.global_step)
+        rows: list[dict[str, Any]] = []
+        start = time.perf_counter()
+        window_start, window_step = start, self.global_step
+        rollout_s = update_s = 0.0
+        try:
+            while self.iteration < self.num_iterations:
+                for g in self.groups:
+                    g.learner.set_progress(self.iteration / self.num_iterations)
+                t0 = time.perf_counter()
+                self._collect()
+                self._maybe_sync()
+                t1 = time.perf_counter()
+                metrics = self._update()
+                self._maybe_sync()
+                rollout_s += t1 - t0
+                update_s += time.perf_counter() - t1
+                self.iteration += 1
+                self.global_step += self.batch
+                last = self.iteration == self.num_iterations
+                if self.iteration % t.log_interval == 0 or last:
+                    now = time.perf_counter()
+                    row = self._row(metrics, now - start, (self.global_step - window_step)
+                                    / max(now - window_start, 1e-9), rollout_s, update_s)
+                    window_start, window_step, rollout_s, update_s = now, self.global_step, 0, 0
+                    rows.append(row)
+                    writer.write(row)
+                    progress.update(self.global_step, row["steps_per_second"],
+                                    row.get(self._return_key()))
+                    stop = self.callback is not None and self.callback(row) is False
+                    if stop:
+                        self.save()
+                        break
+                if last or (t.checkpoint_interval and self.iteration % t.checkpoint_interval
+                            == 0):
+                    self.save()
+        finally:
+            progress.close()
+            writer.close()
+        elapsed = time.perf_counter() - start
+        evaluation = None
+        if t.eval_episodes > 0 and self.iteration == self.num_iterations:
+            from gpu_vecenv.train.evaluate import evaluate, write_evaluation
+
+            evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
+            write_evaluation(evaluation, self.run_dir / "eval.json")
+        return TrainResult(self.run_dir, self.global_step, elapsed, rows, evaluation)
+
+    def _select_actions(self, actions: list[torch.Tensor]) -> torch.Tensor:
+        if self._full_actions is None:
+            return actions[0]
+        for g, a in zip(self.groups, actions, strict=True):
+            self._full_actions.index_copy_(0, g.slots, a)
+        return self._full_actions
+
+    def _collect(self) -> None:
+        """``steps_per_iteration`` vector steps; every policy records its slots."""
+        warmup = [isinstance(g.learner, DDPGLearner)
+                  and self.global_step < g.learner.config.learning_starts for g in self.groups]
+        for step in range(self.steps_per_iteration):
+            actions = []
+            for g, random in zip(self.groups, warmup, strict=True):
+                obs = g.select(self.obs)
+                if self.is_ddpg:
+                    actions.append(g.learner.act(obs, random))
+                else:
+                    actions.append(g.learner.act(step, obs))
+            obs, reward, terminated, truncated, info = self.env.step(
+                self._select_actions(actions))
+            done = terminated | truncated
+            final_obs = info["final_obs"]
+            for g in self.groups:
+                r, d = g.select(reward), g.select(done)
+                g.learner.record(step, r, g.select(terminated), d, g.select(final_obs))
+                g.stats.update(r, d)
+            self.obs = obs
+
+    def _update(self) -> dict[str, dict[str, torch.Tensor]]:
+        metrics = {}
+        for g in self.groups:
+            learner = g.learner
+            if isinstance(learner, DDPGLearner):
+                c = learner.config
+                ready = (self.global_step + self.batch >= c.learning_starts
+                         and learner.replay.size >= c.batch_size)
+                metrics[g.name] = learner.update() if ready else {}
+            else:
+                metrics[g.name] = learner.update()
+        return metrics
+
+    def _maybe_sync(self) -> None:
+        if self.config.trainer.sync_timing and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _return_key(self) -> str:
+        return "episode_return" if len(self.groups) == 1 else \
+            f"{self.groups[0].name}/episode_return"
+
+    def _row(self, metrics: dict[str, dict[str, torch.Tensor]], elapsed: float, rate: float,
+             rollout_s: float, update_s: float) -> dict[str, Any]:
+        row: dict[str, Any] = {"global_step": self.global_step, "iteration": self.iteration,
+                               "time": round(elapsed, 4), "steps_per_second": rate,
+                               "rollout_seconds": rollout_s, "update_seconds": update_s}
+        single = len(self.groups) == 1
+        for g in self.groups:
+            prefix = "" if single else f"{g.name}/"
+            names = list(metrics[g.name])
+            if names:
+                values = torch.stack([metrics[g.name][k].to(self.device).float()
+                                      for k in names]).tolist()
+                row.update({prefix + k: v for k, v in zip(names, values, strict=True)})
+            episodes = g.stats.read()
+            if episodes is not None:
+                row.update({prefix + k: v for k, v in episodes.items()})
+        return row
+
+    # -- checkpoints --
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write a checkpoint (default ``<run_dir>/checkpoints/latest.pt``)."""
+        path = Path(path) if path else self.run_dir / "checkpoints" / "latest.pt"
+        get_state = getattr(self.env, "get_state", None)
+        payload = {
+            "config": self.config.to_dict(),
+            "counters": {"iteration": self.iteration, "global_step": self.global_step},
+            "policies": {g.name: g.learner.state_dict() for g in self.groups},
+            "episode_stats": {g.name: g.stats.state_dict() for g in self.groups},
+            "rng": {"generator": self.generator.get_state(), "torch": torch.get_rng_state()},
+            "env": {"state": get_state() if get_state else {}, "obs": self.obs.clone()},
+        }
+        ckpt.save_checkpoint(payload, path)
+        return path
+
+    def _load(self, path: Path) -> None:
+        payload = ckpt.load_checkpoint(path, self.device)
+        check_compatible(payload["config"], self.config, path)
+        try:
+            for g in self.groups:
+                g.learner.load_state_dict(payload["policies"][g.name])
+                g.stats.load_state_dict(payload["episode_stats"][g.name])
+            self.generator.set_state(payload["rng"]["generator"].cpu())
+            torch.set_rng_state(payload["rng"]["torch"].cpu())
+            if payload["env"]["state"]:
+                self.env.set_state(payload["env"]["state"])
+            self.obs = payload["env"]["obs"].to(self.device)
+        except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+            raise ckpt.CheckpointError(f"checkpoint {path} does not fit this run: "
+                                       f"{str(exc).splitlines()[0][:300]}") from None
+        self.iteration = int(payload["counters"]["iteration"])
+        self.global_step = int(payload["counters"]["global_step"])
+        self.resumed_from = self.global_step
+
+
+def check_compatible(saved: dict[str, Any], config: Config, path: Path) -> None:
+    """Raise :class:`CheckpointError` if ``saved`` (a checkpoint's config) differs from
+    ``config`` in anything but the keys a resumed run may change."""
+    try:
+        saved_config = config_from_dict(saved)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ckpt.CheckpointError(f"checkpoint {path} holds an invalid config: {exc}") from None
+    ours, theirs = config.to_dict(), saved_config.to_dict()
+    diffs = []
+    for section in ours:
+        a, b = ours[section], theirs.get(section)
+        if section == "trainer":
+            a = {k: v for k, v in a.items() if k not in _RESUMABLE_CHANGES}
+            b = {k: v for k, v in (b or {}).items() if k not in _RESUMABLE_CHANGES}
+        if a != b:
+            keys = sorted(k for k in set(a) | set(b or {}) if a.get(k) != (b or {}).get(k))
+            diffs += [f"{section}.{k}: checkpoint {(b or {}).get(k)!r}, now {a.get(k)!r}"
+                      for k in keys]
+    if diffs:
+        raise ckpt.CheckpointError(f"checkpoint {path} was written by a different config: "
+                                   + "; ".join(diffs))
+
+
+def train(config: Config | str, algo_config: Any = None, *, resume: bool = False,
+          callback: Callable[[dict[str, Any]], bool | None] | None = None,
+          **trainer: Any) -> TrainResult:
+    """Train and return a :class:`TrainResult`.
+
+    ``config`` is a full :class:`Config`, or an env id; then ``algo_config`` (a
+    ``PPOConfig``, ``A2CConfig`` or ``DDPGConfig``) picks the algorithm and
+    ``trainer`` sets fields of :class:`TrainerConfig`::
+
+        result = train("GPUCartPole-v1", PPOConfig(), num_envs=64, total_steps=200_000)
+    """
+    if isinstance(config, str):
+        from gpu_vecenv.train.config import ALGO_CONFIGS
+
+        raw: dict[str, Any] = {"trainer": {"env": config, **trainer}}
+        if algo_config is not None:
+            names = {cls: name for name, cls in ALGO_CONFIGS.items()}
+            if type(algo_config) not in names:
+                raise TypeError(f"algo_config must be one of {list(ALGO_CONFIGS.values())}")
+            name = names[type(algo_config)]
+            raw["trainer"]["algo"] = name
+            raw[name] = {k: v for k, v in Config().to_dict()[name].items()}
+            import dataclasses
+
+            raw[name].update(dataclasses.asdict(algo_config))
+        config = config_from_dict(raw)
+    elif trainer or algo_config is not None:
+        raise TypeError("pass trainer fields and algo_config only with an env id")
+    return Trainer(config, resume=resume, callback=callback).run()

@@ -255,3 +255,31 @@ def test_float32_state_is_what_the_runtime_stores():
     np.testing.assert_array_equal(
         env.buffers.state["theta1"].numpy(), np.array([0.1, 0.2], dtype=np.float32)
     )
+
+
+EXACT_THRESHOLDS = [
+    # (env, params = Gymnasium attributes, state, action, terminated): each next value
+    # lands exactly on its threshold in float32 and float64 alike (a clip bound, or a
+    # representable constant), so Gymnasium's strict or inclusive comparison decides.
+    ("cartpole", {"x_threshold": 2.5}, [2.5, 0.0, 0.0, 0.0], 1, False),  # x > 2.5
+    ("cartpole", {"x_threshold": 2.5}, [-2.5, 0.0, 0.0, 0.0], 0, False),
+    ("cartpole", {"theta_threshold_radians": 0.25}, [0.0, 0.0, 0.25, 0.0], 1, False),
+    ("mountain_car", {"goal_position": 0.6}, [0.59, 0.07], 2, True),  # position >= goal
+    ("mountain_car", {"goal_velocity": 0.07}, [0.52, 0.07], 2, True),  # velocity >= goal
+    ("mountain_car_continuous", {"goal_position": 0.6}, [0.59, 0.07], [1.0], True),
+    ("mountain_car_continuous", {"goal_velocity": 0.07}, [0.47, 0.07], [1.0], True),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "state", "action", "terminated"), EXACT_THRESHOLDS)
+def test_threshold_comparisons_at_exact_values(name, params, state, action, terminated):
+    base = CASES[name]
+    case = dataclasses.replace(
+        base, params=params, make_gym=_with_attributes(base.make_gym, **params)
+    )
+    states = np.array([state], dtype=np.float32)
+    actions = np.array([action]) if case.discrete else np.array([action], dtype=np.float32)
+    theirs = gym_transitions(case, states, actions)
+    ours = our_transitions(case, states, actions)
+    assert bool(theirs.terminated[0]) == terminated
+    assert bool(ours.terminated[0]) == terminated

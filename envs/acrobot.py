@@ -163,7 +163,11 @@ def step(
     {0, 1, 2}."""
     f32 = torch.float32
     theta1, theta2, dtheta1, dtheta2 = (state[f.name] for f in STATE_FIELDS)
-    torque = torch.tensor(params.avail_torque, dtype=theta1.dtype, device=theta1.device)[action]
+    # A select rather than indexing a tensor of the torques: no host-to-device copy.
+    torque_0, torque_1, torque_2 = params.avail_torque
+    torque = torch.where(
+        action == 0, torque_0, torch.where(action == 1, torque_1, torch.full_like(theta1, torque_2))
+    )
     dt = params.dt
     dt2 = dt / 2.0
 

@@ -310,3 +310,22 @@ def test_reset_seeding(name):
     again_a, _ = first.reset()
     again_b, _ = second.reset()
     assert torch.equal(again_a, again_b) and bool((again_a != obs_a).any(dim=1).all())
+
+
+def test_acrobot_wrap_equals_gymnasiums_loops():
+    """The closed-form wrap against Gymnasium's ``wrap`` (while loops), far beyond one
+    turn and on the boundaries, where Gymnasium keeps both -pi and pi."""
+    from gpu_vecenv.envs.acrobot import _wrap
+    from gymnasium.envs.classic_control.acrobot import wrap
+
+    k = np.arange(-7, 8)
+    x = np.concatenate([np.linspace(-60.0, 60.0, 20001), k * np.pi, np.nextafter(k * np.pi, 0)])
+    expected = np.array([wrap(v, -np.pi, np.pi) for v in x])
+    ours = _wrap(torch.from_numpy(x), -math.pi, math.pi).numpy()
+    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-13)
+    assert (ours >= -np.pi).all() and (ours <= np.pi).all()
+    assert (ours[x == np.pi] == np.pi).all() and (ours[x == -np.pi] == -np.pi).all()
+    ours32 = _wrap(torch.from_numpy(x.astype(np.float32)), -math.pi, math.pi).numpy()
+    pi32 = np.float32(np.pi)
+    assert (ours32 >= -pi32).all() and (ours32 <= pi32).all()
+    np.testing.assert_allclose(np.cos(ours32), np.cos(x), atol=2e-5)

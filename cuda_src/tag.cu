@@ -1,0 +1,422 @@
+// Continuous Tag (envs/tag.py, TAG_RULES.md): G games of A agents, one thread per agent.
+//
+// Blocks: each game gets blocks_per_game = ceil(A / blockDim.x) consecutive blocks, so a
+// game of any size runs; no block ever waits on another. A step is a sequence of phases;
+// every phase only reads what earlier phases wrote, and per-game sums use integer
+// atomics (order-independent), so results never depend on thread timing:
+//
+//   V  validate the actions; count invalid ones per game (game_bad)
+//   M  move (or, NEXT_STEP, reset a game that ended last step); base rewards; t += 1
+//   T  each runner finds its nearest tagger (taggers staged through shared memory);
+//      tags: the runner's penalty and exit, tag_count[g][tagger] += 1, runners left
+//   F  taggers' tag rewards; per-slot terminated / truncated; what each slot shows
+//   OF (SAME_STEP) final_obs;  R (SAME_STEP) reset the games that ended
+//   O  observations (K nearest: positions staged through shared memory tiles); the
+//      game's pending flag and RNG counter; scratch counters zeroed for the next step
+//
+// With one block per game (A <= blockDim.x) one launch runs all phases, separated by
+// __syncthreads(); otherwise the host launches one phase at a time. Mirrors the torch
+// reference operation by operation in float32; compile with -fmad=false.
+#include "common/math.cuh"
+#include "common/rng.cuh"
+
+#define TAG_MAX_BLOCK 256
+#define TAG_MAX_OBSERVED 32
+
+enum TagPhase {
+  kValidate = 0, kMove, kTag, kFinish, kFinalObs, kSameStepReset, kObserveStep,
+  kResetAgents, kResetGames, kObserveOnly
+};
+
+#define GV_AUTORESET_NEXT_STEP 0
+#define GV_AUTORESET_SAME_STEP 1
+#define GV_AUTORESET_DISABLED 2
+
+struct TagConsts {
+  int num_agents;
+  int num_taggers;
+  int episode_length;
+  int num_acceleration_actions;  // levels + 1
+  int num_turn_actions;
+  int full_observation;
+  int own_role;
+  int num_observed;              // A - 1 (full) or K (partial)
+  int exits;                     // runner_exits_game_after_tagged
+  int fixed_start;
+  int obs_dim;
+  float grid_length;
+  float vmax_tagger;
+  float vmax_runner;
+  float tag_threshold;
+  float position_scale;
+  float speed_scale;
+  float two_pi;
+  float half_pi;
+  float edge_hit_penalty;
+  float step_tagger;
+  float step_runner;
+  float tag_reward;
+  float tag_penalty;
+  float end_reward;
+  float episode_length_f;
+};
+
+// (G, A) agent fields and (G,) game fields of gpu_vecenv.multi_agent's buffers.
+struct TagState {
+  float* x;
+  float* y;
+  float* speed;
+  float* direction;
+  float* acceleration;
+  int* in_game;
+  int* t;
+};
+
+struct TagBuffers {
+  const long long* seed;      // (G,)
+  long long* rng_counter;     // (G,)
+  bool* pending;              // (G,)
+  bool* invalid_action;       // (G*A,)
+  int* error_count;           // ()
+  int* game_bad;              // (G,) scratch, zero between steps
+  int* runners_left;          // (G,) scratch
+  int* game_ended;            // (G,) scratch
+  int* tag_count;             // (G, T) scratch
+  bool* visible;              // (G*A,) scratch: which slots show an observation
+  const float* acceleration_table;
+  const float* turn_table;
+};
+
+struct TagOutputs {
+  float* obs;                 // (G*A, obs_dim)
+  float* reward;              // (G*A,)
+  bool* terminated;
+  bool* truncated;
+  float* final_obs;           // null unless SAME_STEP
+};
+
+struct Agent {
+  int g, a;
+  long long slot;
+  bool on;                    // a < A (the last block of a game may be partly idle)
+};
+
+__device__ __forceinline__ bool game_stepping(const TagBuffers& b, int g, int mode) {
+  return b.game_bad[g] == 0 && (mode == GV_AUTORESET_SAME_STEP || !b.pending[g]);
+}
+
+__device__ __forceinline__ bool game_resetting(const TagBuffers& b, int g, int mode) {
+  return mode == GV_AUTORESET_NEXT_STEP && b.game_bad[g] == 0 && b.pending[g];
+}
+
+// Fresh start of one agent: words 0, 1, 2 of Philox block `a` (x, y, direction).
+__device__ void reset_agent(const TagConsts& c, const TagState& s, const TagBuffers& b,
+                            const Agent& ag) {
+  const long long index = c.fixed_start ? 0 : ag.g;
+  const long long counter = c.fixed_start ? 0 : b.rng_counter[ag.g];
+  const GvWords4 w = gv_random_block(b.seed[ag.g], index, counter, (uint32_t)ag.a,
+                                     GV_STREAM_RESET);
+  s.x[ag.slot] = gv_uniform01(w.w[0]) * c.grid_length;
+  s.y[ag.slot] = gv_uniform01(w.w[1]) * c.grid_length;
+  s.direction[ag.slot] = floorf(gv_uniform01(w.w[2]) * 4.0f) * c.half_pi;
+  s.speed[ag.slot] = 0.0f;
+  s.acceleration[ag.slot] = 0.0f;
+  s.in_game[ag.slot] = 1;
+}
+
+__device__ void phase_validate(const TagConsts& c, const TagBuffers& b,
+                               const long long* action, const Agent& ag) {
+  const long long acc = action[2 * ag.slot], turn = action[2 * ag.slot + 1];
+  const bool valid = acc >= 0 && acc < c.num_acceleration_actions && turn >= 0 &&
+                     turn < c.num_turn_actions;
+  b.invalid_action[ag.slot] = !valid;
+  if (!valid) {
+    atomicAdd(&b.game_bad[ag.g], 1);
+    atomicAdd(b.error_count, 1);
+  }
+}
+
+__device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffers& b,
+                           const TagOutputs& o, const long long* action, const Agent& ag,
+                           int mode) {
+  const long long i = ag.slot;
+  const bool playing = s.in_game[i] != 0;
+  b.visible[i] = playing;  // "was in the game", turned into visibility by phase F
+  float reward = 0.0f;
+  if (game_stepping(b, ag.g, mode)) {
+    const bool tagger = ag.a < c.num_taggers;
+    const float playing_f = playing ? 1.0f : 0.0f;
+    const float d_acc = b.acceleration_table[action[2 * i]];
+    const float d_turn = b.turn_table[action[2 * i + 1]];
+    const float direction = gv_remainder(s.direction[i] + d_turn, c.two_pi) * playing_f;
+    float acceleration = s.acceleration[i] + d_acc;
+    const float vmax = tagger ? c.vmax_tagger : c.vmax_runner;
+    float speed = s.speed[i] + acceleration;
+    speed = speed < 0.0f ? 0.0f : speed;
+    speed = (speed < vmax ? speed : vmax) * playing_f;
+    if (!(speed > 0.0f && speed < vmax)) acceleration = 0.0f;
+    float x = s.x[i] + speed * cosf(direction);
+    float y = s.y[i] + speed * sinf(direction);
+    const float L = c.grid_length;
+    const bool hit = x < 0.0f || x > L || y < 0.0f || y > L;
+    x = gv_clamp(x, 0.0f, L);
+    y = gv_clamp(y, 0.0f, L);
+    s.x[i] = x;
+    s.y[i] = y;
+    s.speed[i] = speed;
+    s.direction[i] = direction;
+    s.acceleration[i] = acceleration;
+    if (playing) reward = (hit ? c.edge_hit_penalty : 0.0f) + (tagger ? c.step_tagger : c.step_runner);
+    if (ag.a == 0) s.t[ag.g] += 1;
+  } else if (game_resetting(b, ag.g, mode)) {
+    reset_agent(c, s, b, ag);
+    if (ag.a == 0) s.t[ag.g] = 0;
+  }
+  o.reward[i] = reward;
+}
+
+// Runners: nearest tagger (first minimum of the squared distance: lowest index on ties).
+// Every thread of the block runs the tile loop (it holds barriers); only runners use it.
+__device__ void phase_tag(const TagConsts& c, const TagState& s, const TagBuffers& b,
+                          const TagOutputs& o, const Agent& ag, int mode) {
+  __shared__ float tile_x[TAG_MAX_BLOCK];
+  __shared__ float tile_y[TAG_MAX_BLOCK];
+  const long long game = (long long)ag.g * c.num_agents;
+  const bool stepping = game_stepping(b, ag.g, mode);
+  const bool runner = ag.on && ag.a >= c.num_taggers && stepping && s.in_game[ag.slot] != 0;
+  const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
+  float best = 0.0f;
+  int nearest = -1;
+  for (int start = 0; start < c.num_taggers; start += blockDim.x) {
+    __syncthreads();
+    const int k = start + threadIdx.x;
+    if (k < c.num_taggers) {
+      tile_x[threadIdx.x] = s.x[game + k];
+      tile_y[threadIdx.x] = s.y[game + k];
+    }
+    __syncthreads();
+    const int count = min((int)blockDim.x, c.num_taggers - start);
+    if (runner) {
+      for (int j = 0; j < count; ++j) {
+        const float dx = x - tile_x[j];
+        const float dy = y - tile_y[j];
+        const float d2 = dx * dx + dy * dy;
+        if (nearest < 0 || d2 < best) {
+          best = d2;
+          nearest = start + j;
+        }
+      }
+    }
+  }
+  if (!runner) return;
+  const bool tagged = sqrtf(best) < c.tag_threshold;
+  float reward = o.reward[ag.slot];
+  if (tagged) {
+    atomicAdd(&b.tag_count[(long long)ag.g * c.num_taggers + nearest], 1);
+    reward = reward + c.tag_penalty;
+  }
+  const bool still = !(tagged && c.exits);
+  if (still) {
+    atomicAdd(&b.runners_left[ag.g], 1);
+    if (s.t[ag.g] == c.episode_length) reward = reward + c.end_reward;
+  } else {
+    s.in_game[ag.slot] = 0;
+  }
+  o.reward[ag.slot] = reward;
+}
+
+__device__ void phase_finish(const TagConsts& c, const TagState& s, const TagBuffers& b,
+                             const TagOutputs& o, const Agent& ag, int mode) {
+  const long long i = ag.slot;
+  const bool stepping = game_stepping(b, ag.g, mode);
+  const bool playing = s.in_game[i] != 0;
+  const bool was_playing = b.visible[i];
+  if (stepping && ag.a < c.num_taggers) {
+    const int tags = b.tag_count[(long long)ag.g * c.num_taggers + ag.a];
+    o.reward[i] = o.reward[i] + (float)tags * c.tag_reward;
+  }
+  const bool game_terminated = stepping && b.runners_left[ag.g] == 0;
+  const bool game_truncated = stepping && s.t[ag.g] >= c.episode_length;
+  const bool left = stepping && was_playing && !playing;
+  const bool terminated = stepping && (left || (game_terminated && playing));
+  o.terminated[i] = terminated;
+  o.truncated[i] = stepping && game_truncated && playing && !terminated;
+  b.visible[i] = stepping ? was_playing : playing;
+  if (ag.a == 0) b.game_ended[ag.g] = (game_terminated || game_truncated) ? 1 : 0;
+}
+
+// The K nearest others still in the game (stable: lower index first on equal distance).
+// Every thread runs the tile loop; `want` says whether this one keeps a list.
+__device__ int nearest_others(const TagConsts& c, const TagState& s, const Agent& ag, bool want,
+                              int* chosen) {
+  __shared__ float tile_x[TAG_MAX_BLOCK];
+  __shared__ float tile_y[TAG_MAX_BLOCK];
+  __shared__ int tile_in[TAG_MAX_BLOCK];
+  float best[TAG_MAX_OBSERVED];
+  const int K = c.num_observed;
+  int found = 0;
+  const long long game = (long long)ag.g * c.num_agents;
+  const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
+  for (int start = 0; start < c.num_agents; start += blockDim.x) {
+    __syncthreads();
+    const int k = start + threadIdx.x;
+    if (k < c.num_agents) {
+      tile_x[threadIdx.x] = s.x[game + k];
+      tile_y[threadIdx.x] = s.y[game + k];
+      tile_in[threadIdx.x] = s.in_game[game + k];
+    }
+    __syncthreads();
+    const int count = min((int)blockDim.x, c.num_agents - start);
+    if (!want) continue;
+    for (int j = 0; j < count; ++j) {
+      const int other = start + j;
+      if (other == ag.a || tile_in[j] == 0) continue;
+      const float dx = tile_x[j] - x;
+      const float dy = tile_y[j] - y;
+      const float d2 = dx * dx + dy * dy;
+      if (found == K && !(d2 < best[K - 1])) continue;
+      int pos = found < K ? found : K - 1;
+      while (pos > 0 && d2 < best[pos - 1]) {
+        best[pos] = best[pos - 1];
+        chosen[pos] = chosen[pos - 1];
+        --pos;
+      }
+      best[pos] = d2;
+      chosen[pos] = other;
+      if (found < K) ++found;
+    }
+  }
+  return found;
+}
+
+// Writes the observation row of one agent (zeros where the slot shows none).
+__device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
+                                  bool visible, float* out) {
+  int chosen[TAG_MAX_OBSERVED];
+  const bool playing = ag.on && s.in_game[ag.slot] != 0;
+  int found = 0;
+  if (!c.full_observation) found = nearest_others(c, s, ag, visible && playing, chosen);
+  if (!ag.on) return;
+  float* row = out + ag.slot * (long long)c.obs_dim;
+  const int n = c.num_observed;
+  if (!visible) {
+    for (int k = 0; k < c.obs_dim; ++k) row[k] = 0.0f;
+    return;
+  }
+  const long long game = (long long)ag.g * c.num_agents;
+  const long long i = ag.slot;
+  const float own[5] = {s.x[i] / c.position_scale, s.y[i] / c.position_scale,
+                        s.speed[i] / c.speed_scale, s.acceleration[i] / c.speed_scale,
+                        s.direction[i] / c.two_pi};
+  for (int k = 0; k < n; ++k) {
+    int other;
+    bool seen;
+    if (c.full_observation) {
+      other = k < ag.a ? k : k + 1;
+      seen = true;
+    } else {
+      seen = playing && k < found;
+      other = seen ? chosen[k] : 0;
+    }
+    const long long j = game + other;
+    if (!seen) {
+      for (int f = 0; f < 7; ++f) row[f * n + k] = 0.0f;
+      continue;
+    }
+    const float theirs[5] = {s.x[j] / c.position_scale, s.y[j] / c.position_scale,
+                             s.speed[j] / c.speed_scale, s.acceleration[j] / c.speed_scale,
+                             s.direction[j] / c.two_pi};
+    for (int f = 0; f < 5; ++f) row[f * n + k] = playing ? theirs[f] - own[f] : 0.0f;
+    row[5 * n + k] = other < c.num_taggers ? 1.0f : 0.0f;
+    row[6 * n + k] = s.in_game[j] != 0 ? 1.0f : 0.0f;
+  }
+  const float time = (float)s.t[ag.g] / c.episode_length_f;
+  row[7 * n] = playing ? time : 0.0f;
+  if (c.own_role) {
+    const bool shown = c.full_observation || playing;
+    row[7 * n + 1] = (shown && ag.a < c.num_taggers) ? 1.0f : 0.0f;
+  }
+}
+
+// The game-level bookkeeping of a step, by agent 0 after every other read of it.
+__device__ void finish_game(const TagConsts& c, const TagBuffers& b, const Agent& ag, int mode) {
+  if (ag.on && ag.a < c.num_taggers) b.tag_count[(long long)ag.g * c.num_taggers + ag.a] = 0;
+  if (ag.a != 0) return;
+  const int g = ag.g;
+  const bool bad = b.game_bad[g] != 0;
+  const bool pending = b.pending[g];
+  const bool ended = game_stepping(b, g, mode) && b.game_ended[g] != 0;
+  if (mode == GV_AUTORESET_NEXT_STEP) {
+    if (!bad && pending) b.rng_counter[g] += 1;
+    b.pending[g] = ended || (pending && bad);
+  } else if (mode == GV_AUTORESET_SAME_STEP) {
+    if (ended) b.rng_counter[g] += 1;
+    b.pending[g] = false;
+  } else {
+    b.pending[g] = pending || ended;
+  }
+  b.game_bad[g] = 0;
+  b.runners_left[g] = 0;
+  b.game_ended[g] = 0;
+}
+
+extern "C" __global__ void tag_run(const TagConsts c, const TagState s, const TagBuffers b,
+                                   const TagOutputs o, const long long* __restrict__ action,
+                                   const bool* __restrict__ mask, int blocks_per_game,
+                                   int mode, int first_phase, int last_phase) {
+  Agent ag;
+  ag.g = blockIdx.x / blocks_per_game;
+  ag.a = (blockIdx.x % blocks_per_game) * blockDim.x + threadIdx.x;
+  ag.on = ag.a < c.num_agents;
+  ag.slot = (long long)ag.g * c.num_agents + ag.a;
+  const bool same_step = mode == GV_AUTORESET_SAME_STEP;
+  for (int phase = first_phase; phase <= last_phase; ++phase) {
+    if (phase > first_phase) __syncthreads();
+    switch (phase) {
+      case kValidate:
+        if (ag.on) phase_validate(c, b, action, ag);
+        break;
+      case kMove:
+        if (ag.on) phase_move(c, s, b, o, action, ag, mode);
+        break;
+      case kTag:
+        phase_tag(c, s, b, o, ag, mode);
+        break;
+      case kFinish:
+        if (ag.on) phase_finish(c, s, b, o, ag, mode);
+        break;
+      case kFinalObs:
+        if (same_step) write_observation(c, s, ag, ag.on && b.visible[ag.slot], o.final_obs);
+        break;
+      case kSameStepReset:
+        if (same_step && ag.on) {
+          const bool ended = game_stepping(b, ag.g, mode) && b.game_ended[ag.g] != 0;
+          if (ended) {
+            reset_agent(c, s, b, ag);
+            if (ag.a == 0) s.t[ag.g] = 0;
+          }
+          b.visible[ag.slot] = ended || s.in_game[ag.slot] != 0;
+        }
+        break;
+      case kObserveStep:
+        write_observation(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        if (ag.on) finish_game(c, b, ag, mode);
+        break;
+      case kResetAgents:
+        if (ag.on && (mask == nullptr || mask[ag.g])) {
+          reset_agent(c, s, b, ag);
+          if (ag.a == 0) s.t[ag.g] = 0;
+        }
+        break;
+      case kResetGames:
+        if (ag.on && ag.a == 0 && (mask == nullptr || mask[ag.g])) {
+          b.rng_counter[ag.g] += 1;
+          b.pending[ag.g] = false;
+        }
+        break;
+      case kObserveOnly:
+        write_observation(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        break;
+    }
+  }
+}

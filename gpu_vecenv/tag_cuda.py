@@ -1,0 +1,151 @@
+"""The CUDA backend of the Tag envs: ``cuda_src/tag.cu`` and ``cuda_src/tag_grid.cu``.
+
+Same interface and semantics as :class:`gpu_vecenv.tag_torch_backend.MultiAgentTorchBackend`
+(the GPU tests hold them together). Compiling, loading and the stream rules are those of
+:mod:`gpu_vecenv.backends.cuda` (PyTorch's primary context, torch-allocated buffers,
+launches ordered with torch's current stream).
+
+Each game gets ``ceil(A / block)`` blocks of ``block = min(256, A rounded up to 32)``
+threads, one per agent. A step is a fixed sequence of phases (see ``tag.cu``): one
+launch when a game fits one block, else one launch per phase, so games of any size run
+without blocks waiting on each other.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.backends.compiler import load_module
+from gpu_vecenv.backends.cuda import AUTORESET_CODES, f32
+from gpu_vecenv.tag_torch_backend import GameOutputs
+
+if TYPE_CHECKING:
+    from gpu_vecenv.multi_agent import MultiAgentVectorEnv
+
+MAX_BLOCK = 256
+MAX_OBSERVED = 32
+"""Largest K (``num_other_agents_observed``) the kernel keeps (``TAG_MAX_OBSERVED``)."""
+
+VALIDATE, MOVE, TAG, FINISH, FINAL_OBS, SAME_STEP_RESET, OBSERVE_STEP = range(7)
+RESET_AGENTS, RESET_GAMES, OBSERVE_ONLY = 7, 8, 9
+
+
+def _tag_consts(p) -> list:
+    from gpu_vecenv.envs.tag import HALF_PI, TWO_PI
+
+    if not p.use_full_observation and p.num_other_agents_observed > MAX_OBSERVED:
+        raise ValueError(f"the CUDA kernel observes at most {MAX_OBSERVED} others; "
+                         f"num_other_agents_observed={p.num_other_agents_observed}")
+    ints = [p.num_agents, p.num_taggers, p.episode_length, p.num_acceleration_levels + 1,
+            p.num_turn_levels + 1, int(p.use_full_observation), int(p.observe_own_role),
+            p.num_observed, int(p.runner_exits_game_after_tagged), int(p.fixed_start_positions),
+            p.obs_dim]
+    floats = [p.grid_length, p.max_speed_tagger, p.max_speed_runner, p.tag_threshold,
+              p.position_scale, p.speed_scale, TWO_PI, HALF_PI, p.edge_hit_penalty,
+              p.step_penalty_for_tagger, p.step_reward_for_runner, p.tag_reward_for_tagger,
+              p.tag_penalty_for_runner, p.end_of_game_reward_for_runner, p.episode_length]
+    assert len(ints) + len(floats) == 26  # TagConsts: 104 bytes, a multiple of 8
+    return [int(v) for v in ints] + [f32(v) for v in floats]
+
+
+def _grid_consts(p) -> list:
+    ints = [p.num_agents, p.grid_length, p.episode_length, int(p.use_full_observation),
+            int(p.random_start), p.obs_dim]
+    floats = [-p.wall_hit_penalty, p.tag_reward_for_tagger, -p.tag_penalty_for_runner,
+              p.step_cost_for_tagger, -p.step_cost_for_tagger, p.grid_length, p.episode_length]
+    return [int(v) for v in ints] + [f32(v) for v in floats] + [0]
+
+
+class TagCudaBackend:
+    """Runs ``cuda_src/<definition.name>.cu`` on the buffers of a multi-agent env."""
+
+    name = "cuda"
+
+    def __init__(self, env: MultiAgentVectorEnv):
+        if env.device.type != "cuda":
+            raise RuntimeError(f"the CUDA backend needs a CUDA device, got {env.device}")
+        name = env.definition.name
+        if name not in ("tag", "tag_grid"):
+            raise RuntimeError(f"env {name!r} has no multi-agent CUDA kernels")
+        self.env = env
+        self.device = env.device
+        p, b, s = env.params, env.buffers, env.buffers.state
+        G, A = env.num_games, env.num_agents
+        self.block = min(MAX_BLOCK, 32 * math.ceil(A / 32))
+        self.blocks_per_game = math.ceil(A / self.block)
+        if G * self.blocks_per_game >= 2**31 or G * A * env.obs_dim >= 2**62:
+            raise ValueError(f"{G} games of {A} agents exceed the kernel's grid")
+        self.mode = AUTORESET_CODES[env.autoreset_mode]
+
+        def scratch(*shape, dtype=torch.int32):
+            return torch.zeros(shape, dtype=dtype, device=self.device)
+
+        self.visible = scratch(G * A, dtype=torch.bool)
+        if name == "tag":
+            consts = _tag_consts(p)
+            self.game_counts = (scratch(G), scratch(G), scratch(G))
+            self.tag_count = scratch(G, p.num_taggers)
+            self.tables = (torch.as_tensor(p.acceleration_table, device=self.device),
+                           torch.as_tensor(p.turn_table, device=self.device))
+            state = [s[k] for k in ("x", "y", "speed", "direction", "acceleration",
+                                    "in_game", "t")]
+            extra = [self.game_counts[0], self.game_counts[1], self.game_counts[2],
+                     self.tag_count, self.visible, *self.tables]
+        else:
+            consts = _grid_consts(p)
+            self.game_counts = (scratch(G), scratch(G), scratch(G))
+            state = [s["x"], s["y"], s["t"]]
+            extra = [*self.game_counts, self.visible]
+        buffers = [b.seed, b.rng_counter, b.pending, b.invalid_action, b.error_count, *extra]
+        self._head = (*consts, *(t.data_ptr() for t in state),
+                      *(t.data_ptr() for t in buffers))
+        consts_fmt = "".join("f" if isinstance(v, np.floating) else "i" for v in consts)
+        self._fn = load_module(name, self.device.index or 0).get_function(f"{name}_run")
+        self._fn.prepare(consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 5 + "PP" + "iiii")
+        self._grid = (G * self.blocks_per_game, 1, 1)
+        self._block_shape = (self.block, 1, 1)
+        self._step_phases = [VALIDATE, MOVE, TAG, FINISH, OBSERVE_STEP]
+        if env.autoreset_mode == AutoresetMode.SAME_STEP:
+            self._step_phases[4:4] = [FINAL_OBS, SAME_STEP_RESET]
+
+    def _launch(self, outputs: tuple, action: int, mask: int, first: int, last: int) -> None:
+        args = (*self._head, *outputs, action, mask, self.blocks_per_game, self.mode, first,
+                last)
+        stream = torch.cuda.current_stream(self.device)
+        if stream.cuda_stream == 0:
+            self._fn.prepared_async_call(self._grid, self._block_shape, None, *args)
+            return
+        default = torch.cuda.default_stream(self.device)
+        default.wait_stream(stream)
+        self._fn.prepared_async_call(self._grid, self._block_shape, None, *args)
+        stream.wait_stream(default)
+
+    def _run(self, phases: list[int], outputs: tuple, action: int = 0, mask: int = 0) -> None:
+        if self.blocks_per_game == 1:
+            self._launch(outputs, action, mask, phases[0], phases[-1])
+        else:
+            for phase in phases:
+                self._launch(outputs, action, mask, phase, phase)
+
+    def reset_games(self, mask: torch.Tensor) -> None:
+        """Fresh games where ``mask`` ((G,) bool), from each game's RNG stream."""
+        mask = mask.contiguous()
+        self._run([RESET_AGENTS, RESET_GAMES], (0, 0, 0, 0, 0), mask=mask.data_ptr())
+
+    def observe(self, visible: torch.Tensor, out: torch.Tensor) -> None:
+        """``out`` ((num_envs, obs_dim)) = the observations, zero where not ``visible``."""
+        self.visible.copy_(visible.reshape(-1))
+        self._run([OBSERVE_ONLY], (out.data_ptr(), 0, 0, 0, 0))
+
+    def step(self, action: torch.Tensor, out: GameOutputs) -> None:
+        """One step of every game, autoreset included (see ``tag.cu``)."""
+        action = action.contiguous()
+        outputs = (out.obs.data_ptr(), out.reward.data_ptr(), out.terminated.data_ptr(),
+                   out.truncated.data_ptr(), 0 if out.final_obs is None else
+                   out.final_obs.data_ptr())
+        self._run(self._step_phases, outputs, action=action.data_ptr())

@@ -245,6 +245,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=500,
+    render_fps=15,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.acrobot:AcrobotEnv", [f.name for f in STATE_FIELDS]
     ),

@@ -105,8 +105,7 @@ def step(
     """One Euler step. ``action``: ``(n,)`` int64 in {0, 1}."""
     x, x_dot, theta, theta_dot = (state[f.name] for f in STATE_FIELDS)
     f32 = torch.float32
-    force_mag = torch.tensor(params.force_mag, dtype=f32, device=x.device)
-    force = torch.where(action == 1, force_mag, -force_mag)
+    force = torch.where(action == 1, params.force_mag, -params.force_mag).to(f32)
     costheta = torch.cos(theta)
     sintheta = torch.sin(theta)
     total_mass = params.total_mass

@@ -123,6 +123,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=200,
+    render_fps=30,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.mountain_car:MountainCarEnv",
         [f.name for f in STATE_FIELDS],

@@ -134,6 +134,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=999,
+    render_fps=30,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.continuous_mountain_car:Continuous_MountainCarEnv",
         [f.name for f in STATE_FIELDS],

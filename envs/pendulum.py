@@ -133,6 +133,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=200,
+    render_fps=30,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.pendulum:PendulumEnv", [f.name for f in STATE_FIELDS]
     ),

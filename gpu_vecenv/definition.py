@@ -57,6 +57,8 @@ class EnvDefinition:
     """Gymnasium's time limit for the registered id (``None``: no limit)."""
     render_frame: Callable[[Any, dict[str, float]], Any] | None = None
     """Optional ``(params, one env's state as floats) -> (H, W, 3) uint8 array``."""
+    render_fps: int = 50
+    """Frames per second of a rendered episode (Gymnasium's value for the env)."""
 
     def make_params(self, **overrides: Any) -> Any:
         """Build the params dataclass, rejecting unknown names with a clear error."""

@@ -43,6 +43,7 @@ class SingleEnvView(gym.Env):
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
         self.render_mode = render_mode
+        self.metadata = {**self.metadata, "render_fps": module.DEFINITION.render_fps}
         self.params = self._vec.params
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -123,7 +123,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self.metadata = {
             "autoreset_mode": self.autoreset_mode,
             "render_modes": ["rgb_array"],
-            "render_fps": 50,
+            "render_fps": definition.render_fps,
         }
         self.single_observation_space = definition.observation_space(self.params)
         self.single_action_space = definition.action_space(self.params)

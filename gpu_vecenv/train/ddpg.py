@@ -74,9 +74,10 @@ class DDPGLearner:
         self._last_action = action
         return action
 
-    def record(self, reward: torch.Tensor, terminated: torch.Tensor, done: torch.Tensor,
-               final_obs: torch.Tensor) -> None:
-        """Store the transition of the last ``act`` (``final_obs``: true next obs)."""
+    def record(self, step: int, reward: torch.Tensor, terminated: torch.Tensor,
+               done: torch.Tensor, final_obs: torch.Tensor) -> None:
+        """Store the transition of the last ``act`` (``final_obs``: true next obs);
+        ``step`` (the row within the iteration) is unused."""
         self.replay.add(self._last_obs, self._last_action, reward, final_obs, terminated)
         self.ou_state.mul_((~done).unsqueeze(-1).to(self.ou_state.dtype))
         self.model.normalizer.update(self._last_obs)
@@ -112,8 +113,8 @@ class DDPGLearner:
                 losses.soft_update(m.target_actor, m.actor, c.tau)
                 losses.soft_update(m.target_critic, m.critic, c.tau)
         steps = max(1, c.gradient_steps)
-        return {"critic_loss": critic_total / steps, "actor_loss": actor_total / max(1, actor_steps),
-                "q_mean": q_total / steps}
+        return {"critic_loss": critic_total / steps,
+                "actor_loss": actor_total / max(1, actor_steps), "q_mean": q_total / steps}
 
     def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
               net: torch.nn.Module) -> None:

@@ -37,17 +37,15 @@ class PolicyGroup:
 def agent_roles(env) -> list[str] | None:
     """The role of each agent of one game, or ``None`` for a single-agent env.
 
-    Reads ``env.agent_roles`` (a list of role names), else derives it from
-    ``env.num_agents`` and ``env.params.num_taggers`` (taggers are the first ids).
+    Reads the multi-agent env's ``roles`` (one role name per agent, e.g. Tag's
+    ``("tagger", ..., "runner", ...)``); an env without ``num_games`` is single-agent.
     """
-    roles = getattr(env, "agent_roles", None)
-    if roles is not None:
-        return [str(r) for r in roles]
-    num_agents = getattr(env, "num_agents", None)
-    if num_agents is None or int(num_agents) <= 1 and not hasattr(env, "num_games"):
+    if not hasattr(env, "num_games"):
         return None
-    num_taggers = int(getattr(getattr(env, "params", None), "num_taggers", 0))
-    return ["tagger"] * num_taggers + ["runner"] * (int(num_agents) - num_taggers)
+    roles = getattr(env, "roles", None)
+    if roles is None:
+        return [f"agent_{i}" for i in range(int(env.num_agents))]
+    return [str(r) for r in roles]
 
 
 def slot_assignment(config: Config, env) -> dict[str, list[int] | None]:

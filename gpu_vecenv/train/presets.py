@@ -12,8 +12,9 @@ PRESETS: dict[str, dict[str, str]] = {
     "GPUAcrobot-v1": {"ppo": "acrobot_ppo.yaml"},
     "GPUMountainCar-v0": {"ppo": "mountain_car_ppo.yaml"},
     "GPUMountainCarContinuous-v0": {"ddpg": "mountain_car_continuous_ddpg.yaml"},
-    "GPUPendulum-v1": {"ddpg": "pendulum_ddpg.yaml", "ppo": "pendulum_ppo.yaml"},
+    "GPUPendulum-v1": {"ddpg": "pendulum_ddpg.yaml"},
     "GPUTag-v0": {"ppo": "tag_ppo.yaml"},
+    "GPUTagGrid-v0": {"ppo": "tag_grid_ppo.yaml"},
 }
 
 

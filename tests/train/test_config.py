@@ -1,0 +1,151 @@
+"""Config parsing, overrides, validation errors, shipped configs and --help."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from gpu_vecenv.registry import ENVS
+from gpu_vecenv.train import cli as train_cli
+from gpu_vecenv.train.config import (
+    SECTIONS,
+    A2CConfig,
+    Config,
+    PPOConfig,
+    apply_override,
+    config_from_dict,
+    field_docs,
+    load_config,
+)
+from gpu_vecenv.train.presets import PRESETS, default_config_path, list_presets
+
+
+def test_defaults_and_yaml_with_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("trainer:\n  env: GPUCartPole-v1\n  num_envs: 8\nppo:\n  learning_rate: 3e-4\n")
+    config = load_config(path, ["trainer.num_envs=32", "ppo.hidden_sizes=[32, 16]",
+                                "ppo.target_kl=0.02", "ppo.anneal_lr=false"], seed=7)
+    assert config.trainer.num_envs == 32 and config.trainer.seed == 7
+    assert config.ppo.learning_rate == 3e-4  # "3e-4" is a YAML string: coerced to float
+    assert config.ppo.hidden_sizes == (32, 16)
+    assert config.ppo.target_kl == 0.02 and config.ppo.anneal_lr is False
+    assert config.ppo.num_steps == PPOConfig().num_steps
+    assert config.algo_config is config.ppo
+
+
+def test_int_field_accepts_integral_float_text():
+    config = load_config(None, ["trainer.total_steps=1e6"])
+    assert config.trainer.total_steps == 1_000_000
+    assert isinstance(config.trainer.total_steps, int)
+
+
+def test_round_trip_through_dict():
+    config = load_config(None, ["trainer.algo=a2c", "a2c.num_steps=7"])
+    again = config_from_dict(config.to_dict())
+    assert again == config
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("ppo.learnin_rate=0.1", "ppo.learnin_rate"),
+        ("trainer.num_envs=lots", "trainer.num_envs must be an int"),
+        ("trainer.num_envs=2.5", "trainer.num_envs must be an int"),
+        ("ppo.anneal_lr=maybe", "ppo.anneal_lr must be true or false"),
+        ("trainer.algo=sac", "trainer.algo must be one of"),
+        ("trainer.env=GPUCartPol-v1", "unknown env id 'GPUCartPol-v1'"),
+        ("trainer.num_envs=0", "trainer.num_envs must be >= 1"),
+        ("ppo.gamma=1.5", "gamma must be in [0, 1]"),
+        ("sac.lr=1", "unknown section"),
+        ("ppo.hidden_sizes=64", "ppo.hidden_sizes must be a list"),
+    ],
+)
+def test_bad_values_raise_clear_errors(override, message):
+    with pytest.raises((ValueError, TypeError, KeyError)) as info:
+        load_config(None, [override])
+    assert message in str(info.value)
+
+
+def test_unknown_key_suggests_the_close_one():
+    with pytest.raises(ValueError, match="did you mean ppo.learning_rate"):
+        load_config(None, ["ppo.learnin_rate=0.1"])
+
+
+def test_set_syntax_errors():
+    with pytest.raises(ValueError, match="section.key=value"):
+        apply_override({}, "trainer.num_envs")
+    with pytest.raises(ValueError, match="section.key=value"):
+        apply_override({}, "num_envs=3")
+
+
+def test_bad_yaml_files(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("trainer: [1, 2\n")
+    with pytest.raises(ValueError, match="not valid YAML"):
+        load_config(bad)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    with pytest.raises(ValueError, match="mapping"):
+        load_config(listed)
+
+
+def test_policies_section_validated():
+    config = config_from_dict({
+        "trainer": {"env": "GPUTag-v0"},
+        "policies": {"tagger": {"agents": ["tagger"], "ppo": {"learning_rate": 0.01}},
+                     "runner": {"agents": "runner"}},
+    })
+    assert config.policy_config("tagger").learning_rate == 0.01
+    assert config.policy_config("runner").learning_rate == config.ppo.learning_rate
+    with pytest.raises(ValueError, match="unknown key"):
+        config_from_dict({"policies": {"a": {"agents": [0], "optimizer": {}}}})
+    with pytest.raises(ValueError, match="needs 'agents'"):
+        config_from_dict({"policies": {"a": {}}})
+    with pytest.raises(ValueError, match="policies.a.ppo.clip"):
+        config_from_dict({"policies": {"a": {"agents": [0], "ppo": {"clip": 0.1}}}})
+
+
+def test_field_docs_cover_every_field():
+    for cls in SECTIONS.values():
+        docs = field_docs(cls)
+        missing = [f.name for f in dataclasses.fields(cls) if not docs.get(f.name)]
+        assert not missing, f"{cls.__name__} fields without a docstring: {missing}"
+
+
+def test_help_lists_every_option():
+    parser = argparse.ArgumentParser()
+    train_cli.configure_parser(parser)
+    text = parser.format_help()
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            assert f"--{section}.{f.name}" in text
+    assert "discount factor" in text and "--total-steps" in text and "--resume" in text
+
+
+def _args(*argv):
+    parser = argparse.ArgumentParser()
+    train_cli.configure_parser(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_cli_precedence_and_shipped_config_names():
+    args = _args("cartpole_ppo", "--ppo.num_steps", "8", "--set", "ppo.num_steps=4",
+                 "--num-envs", "3", "--set", "trainer.num_envs=5")
+    config = train_cli.resolve_config(args)
+    assert config.ppo.num_steps == 4  # --set after --section.key
+    assert config.trainer.num_envs == 3  # shortcuts last
+    config = train_cli.resolve_config(_args("--env", "GPUCartPole-v1", "--algo", "a2c"))
+    assert config.trainer.algo == "a2c" and isinstance(config.algo_config, A2CConfig)
+    assert config.a2c.num_steps == 5  # from cartpole_a2c.yaml
+
+
+def test_every_registered_env_has_a_valid_shipped_config():
+    assert set(ENVS) <= set(PRESETS), f"no shipped config for {set(ENVS) - set(PRESETS)}"
+    for path in list_presets():
+        config = load_config(path)
+        assert isinstance(config, Config)
+        assert default_config_path(config.trainer.env, config.trainer.algo) == path

@@ -1,0 +1,82 @@
+"""Action distributions against torch.distributions, and seeded sampling."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from gpu_vecenv.train import distributions as dist
+from gpu_vecenv.train.distributions import ActionSpec
+
+
+def test_discrete_matches_categorical():
+    spec = ActionSpec.from_space(gym.spaces.Discrete(3))
+    logits = torch.tensor([[0.1, -0.5, 2.0], [1.0, 1.0, 1.0]])
+    action = torch.tensor([2, 0])
+    log_prob, entropy = dist.log_prob_and_entropy(spec, logits, None, action)
+    ref = torch.distributions.Categorical(logits=logits)
+    torch.testing.assert_close(log_prob, ref.log_prob(action))
+    torch.testing.assert_close(entropy, ref.entropy())
+    torch.testing.assert_close(entropy[1], torch.tensor(math.log(3.0)))
+    assert dist.mode(spec, logits).tolist() == [2, 0]
+
+
+def test_discrete_start_offset():
+    spec = ActionSpec.from_space(gym.spaces.Discrete(3, start=-1))
+    logits = torch.tensor([[0.0, 5.0, 0.0]])
+    assert dist.mode(spec, logits).tolist() == [0]
+    log_prob, _ = dist.log_prob_and_entropy(spec, logits, None, torch.tensor([0]))
+    torch.testing.assert_close(log_prob, torch.log_softmax(logits, -1)[:, 1])
+
+
+def test_sampling_frequencies_follow_the_probabilities():
+    spec = ActionSpec.from_space(gym.spaces.Discrete(3))
+    probs = torch.tensor([0.2, 0.5, 0.3])
+    logits = torch.log(probs).expand(40_000, 3)
+    g = torch.Generator().manual_seed(0)
+    counts = torch.bincount(dist.sample(spec, logits, None, g), minlength=3).float() / 40_000
+    torch.testing.assert_close(counts, probs, atol=0.01, rtol=0)
+
+
+def test_sampling_is_seeded():
+    spec = ActionSpec.from_space(gym.spaces.MultiDiscrete([4, 5]))
+    logits = torch.zeros(100, 9)
+    a = dist.sample(spec, logits, None, torch.Generator().manual_seed(3))
+    b = dist.sample(spec, logits, None, torch.Generator().manual_seed(3))
+    c = dist.sample(spec, logits, None, torch.Generator().manual_seed(4))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert a.shape == (100, 2) and int(a[:, 0].max()) <= 3 and int(a[:, 1].max()) <= 4
+
+
+def test_multidiscrete_sums_independent_dimensions():
+    spec = ActionSpec.from_space(gym.spaces.MultiDiscrete(np.array([2, 3])))
+    assert spec.head_size == 5 and spec.action_shape == (2,)
+    logits = torch.tensor([[0.3, -0.3, 1.0, 0.0, -1.0]])
+    action = torch.tensor([[1, 2]])
+    log_prob, entropy = dist.log_prob_and_entropy(spec, logits, None, action)
+    a = torch.distributions.Categorical(logits=logits[:, :2])
+    b = torch.distributions.Categorical(logits=logits[:, 2:])
+    torch.testing.assert_close(log_prob, a.log_prob(action[:, 0]) + b.log_prob(action[:, 1]))
+    torch.testing.assert_close(entropy, a.entropy() + b.entropy())
+
+
+def test_box_matches_normal():
+    spec = ActionSpec.from_space(gym.spaces.Box(-2.0, 2.0, (2,), np.float32))
+    mean = torch.tensor([[0.5, -1.0]])
+    log_std = torch.tensor([0.0, -0.5])
+    action = torch.tensor([[1.0, -0.2]])
+    log_prob, entropy = dist.log_prob_and_entropy(spec, mean, log_std, action)
+    ref = torch.distributions.Normal(mean, log_std.exp())
+    torch.testing.assert_close(log_prob, ref.log_prob(action).sum(-1))
+    torch.testing.assert_close(entropy, ref.entropy().sum(-1))
+    sampled = dist.sample(spec, mean.expand(20_000, 2), log_std, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(sampled.std(0), log_std.exp(), atol=0.02, rtol=0)
+
+
+def test_unsupported_space():
+    with pytest.raises(TypeError):
+        ActionSpec.from_space(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))

@@ -93,6 +93,7 @@ struct TagOutputs {
   bool* terminated;
   bool* truncated;
   float* final_obs;           // null unless SAME_STEP
+  bool* active;               // (G*A,) the slot's observation is live after this step
 };
 
 struct Agent {
@@ -242,7 +243,15 @@ __device__ void phase_finish(const TagConsts& c, const TagState& s, const TagBuf
   o.terminated[i] = terminated;
   o.truncated[i] = stepping && game_truncated && playing && !terminated;
   b.visible[i] = stepping ? was_playing : playing;
-  if (ag.a == 0) b.game_ended[ag.g] = (game_terminated || game_truncated) ? 1 : 0;
+  const bool ended = game_terminated || game_truncated;
+  if (ag.a == 0) b.game_ended[ag.g] = ended ? 1 : 0;
+  // The game's pending flag after this step (finish_game writes it), for info["active"].
+  const bool bad = b.game_bad[ag.g] != 0, pending = b.pending[ag.g];
+  bool pending_after = pending || ended;
+  if (mode == GV_AUTORESET_NEXT_STEP) pending_after = ended || (pending && bad);
+  if (mode == GV_AUTORESET_SAME_STEP) pending_after = false;
+  const bool in_after = (mode == GV_AUTORESET_SAME_STEP && ended) || playing;
+  o.active[i] = in_after && !pending_after;
 }
 
 // The K nearest others still in the game (stable: lower index first on equal distance).

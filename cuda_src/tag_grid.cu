@@ -58,6 +58,7 @@ struct GridOutputs {
   bool* terminated;
   bool* truncated;
   float* final_obs;
+  bool* active;
 };
 
 struct Agent {
@@ -194,7 +195,13 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
         o.terminated[i] = terminated;
         o.truncated[i] = truncated && !terminated;
         b.visible[i] = true;
-        if (ag.a == 0) b.game_ended[g] = (terminated || truncated) ? 1 : 0;
+        const bool ended = terminated || truncated;
+        if (ag.a == 0) b.game_ended[g] = ended ? 1 : 0;
+        const bool bad = b.game_bad[g] != 0, pending = b.pending[g];
+        bool pending_after = pending || ended;
+        if (mode == GV_AUTORESET_NEXT_STEP) pending_after = ended || (pending && bad);
+        if (mode == GV_AUTORESET_SAME_STEP) pending_after = false;
+        o.active[i] = !pending_after;
         break;
       }
       case kFinalObs:

@@ -135,7 +135,6 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         self._with_final_obs = self.autoreset_mode == AutoresetMode.SAME_STEP
         self._outputs = GameOutputs.allocate(self.num_envs, self.obs_dim, self.device,
                                              self._with_final_obs)
-        self._active = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         slots = torch.arange(self.num_envs, device=self.device)
         role_of_agent = torch.tensor([ROLES.index(r) for r in self.roles], device=self.device)
         self._constant_info = {"role": role_of_agent.repeat(self.num_games),
@@ -219,7 +218,7 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
             self._error_event.record()
         elif self.device.type != "cuda":
             self._check_errors(sync=True)
-        info = self._info()
+        info = {**self._constant_info, "active": out.active}
         if self._with_final_obs:
             done = out.terminated | out.truncated
             info.update(final_obs=out.final_obs, _final_obs=done, final_info={},
@@ -237,10 +236,7 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
 
     def _info(self) -> dict[str, Any]:
         active = self._in_game() & ~self.buffers.pending[:, None]
-        if self.copy:
-            return {**self._constant_info, "active": active.view(-1)}
-        self._active.copy_(active.view(-1))
-        return {**self._constant_info, "active": self._active}
+        return {**self._constant_info, "active": active.view(-1)}
 
     # -- invalid actions, reported without a per-step sync --
 

@@ -106,7 +106,7 @@ class TagCudaBackend:
                       *(t.data_ptr() for t in buffers))
         consts_fmt = "".join("f" if isinstance(v, np.floating) else "i" for v in consts)
         self._fn = load_module(name, self.device.index or 0).get_function(f"{name}_run")
-        self._fn.prepare(consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 5 + "PP" + "iiii")
+        self._fn.prepare(consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP" + "iiii")
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)
         self._step_phases = [VALIDATE, MOVE, TAG, FINISH, OBSERVE_STEP]
@@ -135,17 +135,17 @@ class TagCudaBackend:
     def reset_games(self, mask: torch.Tensor) -> None:
         """Fresh games where ``mask`` ((G,) bool), from each game's RNG stream."""
         mask = mask.contiguous()
-        self._run([RESET_AGENTS, RESET_GAMES], (0, 0, 0, 0, 0), mask=mask.data_ptr())
+        self._run([RESET_AGENTS, RESET_GAMES], (0,) * 6, mask=mask.data_ptr())
 
     def observe(self, visible: torch.Tensor, out: torch.Tensor) -> None:
         """``out`` ((num_envs, obs_dim)) = the observations, zero where not ``visible``."""
         self.visible.copy_(visible.reshape(-1))
-        self._run([OBSERVE_ONLY], (out.data_ptr(), 0, 0, 0, 0))
+        self._run([OBSERVE_ONLY], (out.data_ptr(), 0, 0, 0, 0, 0))
 
     def step(self, action: torch.Tensor, out: GameOutputs) -> None:
         """One step of every game, autoreset included (see ``tag.cu``)."""
         action = action.contiguous()
         outputs = (out.obs.data_ptr(), out.reward.data_ptr(), out.terminated.data_ptr(),
                    out.truncated.data_ptr(), 0 if out.final_obs is None else
-                   out.final_obs.data_ptr())
+                   out.final_obs.data_ptr(), out.active.data_ptr())
         self._run(self._step_phases, outputs, action=action.data_ptr())

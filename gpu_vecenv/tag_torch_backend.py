@@ -29,6 +29,8 @@ class GameOutputs(NamedTuple):
     terminated: torch.Tensor
     truncated: torch.Tensor
     final_obs: torch.Tensor | None
+    active: torch.Tensor
+    """Slots whose observation is live after this step (``info["active"]``)."""
 
     @classmethod
     def allocate(cls, n: int, obs_dim: int, device: torch.device, final: bool) -> GameOutputs:
@@ -39,6 +41,7 @@ class GameOutputs(NamedTuple):
             truncated=torch.empty(n, dtype=torch.bool, device=device),
             final_obs=(torch.empty((n, obs_dim), dtype=torch.float32, device=device)
                        if final else None),
+            active=torch.empty(n, dtype=torch.bool, device=device),
         )
 
 
@@ -137,6 +140,8 @@ class MultiAgentTorchBackend:
         else:
             b.pending.logical_or_(ended)
         self.observe(visible, out.obs)
+        in_game = env.definition.in_game(env.params, b.state)
+        out.active.copy_((in_game & ~b.pending[:, None]).view(-1))
         b.invalid_action.copy_(~valid)
         b.error_count.add_((~valid).sum().to(torch.int32))
 

@@ -1,0 +1,54 @@
+"""compute-sanitizer memcheck and racecheck over the Tag kernels, at small sizes: one block
+per game (all phases in one launch, shared-memory tiles between barriers) and several
+blocks per game (one launch per phase), every autoreset mode, both observation modes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+SCRIPT = """
+import torch
+from gpu_vecenv.envs.tag import TagVectorEnv
+from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
+for mode in ("next_step", "same_step", "disabled"):
+    for games, agents, full in ((3, 11, True), (2, 40, False), (2, 300, False)):
+        kw = dict(num_taggers=3, num_runners=agents - 3, use_full_observation=full,
+                  tagging_distance=0.3, episode_length=6)
+        if not full:
+            kw["num_other_agents_observed"] = 5
+        env = TagVectorEnv(games, device="cuda", backend="cuda", autoreset_mode=mode, **kw)
+        env.reset(seed=0)
+        for _ in range(8):
+            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
+        env.reset(options={"reset_mask": torch.tensor([True] + [False] * (games - 1),
+                                                      device="cuda")})
+    for games, agents in ((3, 5), (2, 300)):
+        env = TagGridVectorEnv(games, device="cuda", backend="cuda", autoreset_mode=mode,
+                               num_taggers=agents - 1, grid_length=3, episode_length=5,
+                               random_start=True)
+        env.reset(seed=0)
+        for _ in range(8):
+            env.step(torch.randint(0, 5, (env.num_envs,), device="cuda"))
+torch.cuda.synchronize()
+print("sanitized run done")
+"""
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_compute_sanitizer_clean(tool):
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    command = [sanitizer, "--tool", tool, "--error-exitcode", "3", sys.executable, "-c", SCRIPT]
+    if tool == "memcheck":
+        command[3:3] = ["--leak-check", "no"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "sanitized run done" in output
+    assert "ERROR SUMMARY: 0 errors" in output or "RACECHECK SUMMARY: 0 hazards" in output, \
+        output[-2000:]

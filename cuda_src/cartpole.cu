@@ -21,6 +21,7 @@ struct CartPole {
     float tau;
     float polemass_length;
     float inv_total_mass;
+    float total_mass;
     float four_thirds;
     float theta_threshold_radians;
     float x_threshold;

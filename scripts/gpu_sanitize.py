@@ -52,6 +52,10 @@ def drive() -> None:
                     if t % 10 == 5:
                         mask = torch.rand(n, device="cuda", generator=gen) < 0.5
                         mask[0] = True
+                        try:
+                            env.check_errors()  # reset() would raise the deferred error
+                        except InvalidActionError:
+                            pass
                         env.reset(options={"reset_mask": mask})
                 env.set_state(env.get_state())
                 try:

@@ -90,20 +90,21 @@ template <class Env>
 GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
                        const GvEnvBuffers& b, const typename Env::ActionT* action,
                        const GvStepOutputs& out, int i, int max_episode_steps, int mode) {
+  // Every load first, none behind a branch: they are all in flight together.
   typename Env::ActionT a[Env::kActionDim];
 #pragma unroll
   for (int k = 0; k < Env::kActionDim; ++k) a[k] = action[(long long)i * Env::kActionDim + k];
-  const bool valid = Env::action_valid(c, a);
   const bool pending = b.autoreset_pending[i];
+  const int elapsed = b.elapsed[i] + 1;
   float s[Env::kStateDim];
   gv_load_state<Env::kStateDim>(sp, i, s);
+  const bool valid = Env::action_valid(c, a);
   float reward = 0.0f;
   bool terminated = false;
   bool truncated = false;
   bool new_pending = pending;
   if (valid && !(mode == GV_AUTORESET_NEXT_STEP && pending)) {
     terminated = Env::step(c, s, a, &reward);
-    const int elapsed = b.elapsed[i] + 1;
     truncated = max_episode_steps > 0 && elapsed >= max_episode_steps;
     const bool done = terminated || truncated;
     if (mode == GV_AUTORESET_SAME_STEP) {

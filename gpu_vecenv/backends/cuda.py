@@ -89,6 +89,7 @@ def _cartpole_consts(p) -> Consts:
         ("tau", f32(p.tau)),
         ("polemass_length", f32(p.polemass_length)),
         ("inv_total_mass", reciprocal(p.total_mass)),
+        ("total_mass", f32(p.total_mass)),
         ("four_thirds", f32(4.0 / 3.0)),
         ("theta_threshold_radians", f32(p.theta_threshold_radians)),
         ("x_threshold", f32(p.x_threshold)),

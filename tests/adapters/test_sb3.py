@@ -173,3 +173,23 @@ def test_missing_extra_names_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert "pip install 'gpu-vecenv[sb3]'" in out
+
+
+def test_tag_through_its_agent_slot_view():
+    # 2 games x 11 agents, short games
+    venv = SB3VecEnv("GPUTag-v0", num_envs=2, device="cpu", episode_length=20)
+    assert venv.num_envs == 22
+    assert isinstance(venv.action_space, gym.spaces.MultiDiscrete)
+    venv.seed(0)
+    obs = venv.reset()
+    assert obs.shape == (22, *venv.observation_space.shape)
+    ended = np.zeros(22, dtype=bool)
+    truncations = 0
+    for _ in range(45):
+        actions = np.stack([venv.action_space.sample() for _ in range(22)])
+        obs, rewards, dones, infos = venv.step(actions)
+        for i in np.flatnonzero(dones):
+            assert infos[i]["terminal_observation"].shape == venv.observation_space.shape
+            truncations += infos[i]["TimeLimit.truncated"]
+        ended |= dones
+    assert ended.all() and truncations > 0

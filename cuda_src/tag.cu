@@ -180,8 +180,7 @@ __device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffe
 // Every thread of the block runs the tile loop (it holds barriers); only runners use it.
 __device__ void phase_tag(const TagConsts& c, const TagState& s, const TagBuffers& b,
                           const TagOutputs& o, const Agent& ag, int mode) {
-  __shared__ float tile_x[TAG_MAX_BLOCK];
-  __shared__ float tile_y[TAG_MAX_BLOCK];
+  __shared__ float2 tile[TAG_MAX_BLOCK];
   const long long game = (long long)ag.g * c.num_agents;
   const bool stepping = game_stepping(b, ag.g, mode);
   const bool runner = ag.on && ag.a >= c.num_taggers && stepping && s.in_game[ag.slot] != 0;
@@ -191,16 +190,14 @@ __device__ void phase_tag(const TagConsts& c, const TagState& s, const TagBuffer
   for (int start = 0; start < c.num_taggers; start += blockDim.x) {
     __syncthreads();
     const int k = start + threadIdx.x;
-    if (k < c.num_taggers) {
-      tile_x[threadIdx.x] = s.x[game + k];
-      tile_y[threadIdx.x] = s.y[game + k];
-    }
+    if (k < c.num_taggers) tile[threadIdx.x] = make_float2(s.x[game + k], s.y[game + k]);
     __syncthreads();
     const int count = min((int)blockDim.x, c.num_taggers - start);
     if (runner) {
       for (int j = 0; j < count; ++j) {
-        const float dx = x - tile_x[j];
-        const float dy = y - tile_y[j];
+        const float2 tagger = tile[j];
+        const float dx = x - tagger.x;
+        const float dy = y - tagger.y;
         const float d2 = dx * dx + dy * dy;
         if (nearest < 0 || d2 < best) {
           best = d2;
@@ -254,96 +251,148 @@ __device__ void phase_finish(const TagConsts& c, const TagState& s, const TagBuf
   o.active[i] = in_after && !pending_after;
 }
 
-// The K nearest others still in the game (stable: lower index first on equal distance).
-// Every thread runs the tile loop; `want` says whether this one keeps a list.
-__device__ int nearest_others(const TagConsts& c, const TagState& s, const Agent& ag, bool want,
-                              int* chosen) {
-  __shared__ float tile_x[TAG_MAX_BLOCK];
-  __shared__ float tile_y[TAG_MAX_BLOCK];
-  __shared__ int tile_in[TAG_MAX_BLOCK];
-  float best[TAG_MAX_OBSERVED];
-  const int K = c.num_observed;
-  int found = 0;
-  const long long game = (long long)ag.g * c.num_agents;
-  const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
-  for (int start = 0; start < c.num_agents; start += blockDim.x) {
-    __syncthreads();
-    const int k = start + threadIdx.x;
-    if (k < c.num_agents) {
-      tile_x[threadIdx.x] = s.x[game + k];
-      tile_y[threadIdx.x] = s.y[game + k];
-      tile_in[threadIdx.x] = s.in_game[game + k];
-    }
-    __syncthreads();
-    const int count = min((int)blockDim.x, c.num_agents - start);
-    if (!want) continue;
-    for (int j = 0; j < count; ++j) {
-      const int other = start + j;
-      if (other == ag.a || tile_in[j] == 0) continue;
-      const float dx = tile_x[j] - x;
-      const float dy = tile_y[j] - y;
-      const float d2 = dx * dx + dy * dy;
-      if (found == K && !(d2 < best[K - 1])) continue;
-      int pos = found < K ? found : K - 1;
-      while (pos > 0 && d2 < best[pos - 1]) {
-        best[pos] = best[pos - 1];
-        chosen[pos] = chosen[pos - 1];
-        --pos;
-      }
-      best[pos] = d2;
-      chosen[pos] = other;
-      if (found < K) ++found;
-    }
-  }
-  return found;
+// The five normalised values whose differences an observation holds.
+__device__ __forceinline__ void normalised(const TagConsts& c, const TagState& s, long long j,
+                                           float (&v)[5]) {
+  v[0] = s.x[j] / c.position_scale;
+  v[1] = s.y[j] / c.position_scale;
+  v[2] = s.speed[j] / c.speed_scale;
+  v[3] = s.acceleration[j] / c.speed_scale;
+  v[4] = s.direction[j] / c.two_pi;
 }
 
-// Writes the observation row of one agent (zeros where the slot shows none).
-__device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
-                                  bool visible, float* out) {
-  int chosen[TAG_MAX_OBSERVED];
-  const bool playing = ag.on && s.in_game[ag.slot] != 0;
-  int found = 0;
-  if (!c.full_observation) found = nearest_others(c, s, ag, visible && playing, chosen);
-  if (!ag.on) return;
-  float* row = out + ag.slot * (long long)c.obs_dim;
+__device__ __forceinline__ void write_tail(const TagConsts& c, const TagState& s, const Agent& ag,
+                                           bool playing, float* row) {
   const int n = c.num_observed;
-  if (!visible) {
-    for (int k = 0; k < c.obs_dim; ++k) row[k] = 0.0f;
-    return;
-  }
-  const long long game = (long long)ag.g * c.num_agents;
-  const long long i = ag.slot;
-  const float own[5] = {s.x[i] / c.position_scale, s.y[i] / c.position_scale,
-                        s.speed[i] / c.speed_scale, s.acceleration[i] / c.speed_scale,
-                        s.direction[i] / c.two_pi};
-  for (int k = 0; k < n; ++k) {
-    int other;
-    bool seen;
-    if (c.full_observation) {
-      other = k < ag.a ? k : k + 1;
-      seen = true;
-    } else {
-      seen = playing && k < found;
-      other = seen ? chosen[k] : 0;
-    }
-    const long long j = game + other;
-    if (!seen) {
-      for (int f = 0; f < 7; ++f) row[f * n + k] = 0.0f;
-      continue;
-    }
-    const float theirs[5] = {s.x[j] / c.position_scale, s.y[j] / c.position_scale,
-                             s.speed[j] / c.speed_scale, s.acceleration[j] / c.speed_scale,
-                             s.direction[j] / c.two_pi};
-    for (int f = 0; f < 5; ++f) row[f * n + k] = playing ? theirs[f] - own[f] : 0.0f;
-    row[5 * n + k] = other < c.num_taggers ? 1.0f : 0.0f;
-    row[6 * n + k] = s.in_game[j] != 0 ? 1.0f : 0.0f;
-  }
   const float time = (float)s.t[ag.g] / c.episode_length_f;
   row[7 * n] = playing ? time : 0.0f;
   if (c.own_role) {
     const bool shown = c.full_observation || playing;
     row[7 * n + 1] = (shown && ag.a < c.num_taggers) ? 1.0f : 0.0f;
+  }
+}
+
+__device__ void write_zeros(const TagConsts& c, const Agent& ag, float* out) {
+  float* row = out + ag.slot * (long long)c.obs_dim;
+  for (int k = 0; k < c.obs_dim; ++k) row[k] = 0.0f;
+}
+
+// Full observation: every other agent in id order.
+__device__ void observe_full(const TagConsts& c, const TagState& s, const Agent& ag,
+                             bool visible, float* out) {
+  if (!ag.on) return;
+  if (!visible) return write_zeros(c, ag, out);
+  float* row = out + ag.slot * (long long)c.obs_dim;
+  const int n = c.num_observed;
+  const bool playing = s.in_game[ag.slot] != 0;
+  const long long game = (long long)ag.g * c.num_agents;
+  float own[5], theirs[5];
+  normalised(c, s, ag.slot, own);
+  for (int k = 0; k < n; ++k) {
+    const int other = k < ag.a ? k : k + 1;
+    normalised(c, s, game + other, theirs);
+#pragma unroll
+    for (int f = 0; f < 5; ++f) row[f * n + k] = playing ? theirs[f] - own[f] : 0.0f;
+    row[5 * n + k] = other < c.num_taggers ? 1.0f : 0.0f;
+    row[6 * n + k] = s.in_game[game + other] != 0 ? 1.0f : 0.0f;
+  }
+  write_tail(c, s, ag, playing, row);
+}
+
+// Partial observation: the K nearest others still in the game, by increasing squared
+// distance, lower index first on ties (as a stable sort), zero-padded. The sorted list
+// lives in registers (kMax >= K slots, fully unrolled); candidates come through shared
+// memory tiles of the game's positions. Every thread runs the tile loop (it holds barriers).
+template <int kMax>
+__device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
+                                bool visible, float* out) {
+  __shared__ float4 tile[TAG_MAX_BLOCK];
+  float best[kMax];
+  int chosen[kMax];
+#pragma unroll
+  for (int k = 0; k < kMax; ++k) {
+    best[k] = INFINITY;
+    chosen[k] = 0;
+  }
+  const int K = c.num_observed;
+  const bool playing = ag.on && s.in_game[ag.slot] != 0;
+  const bool want = visible && playing;
+  const long long game = (long long)ag.g * c.num_agents;
+  const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
+  float worst = INFINITY;  // best[K - 1]
+  for (int start = 0; start < c.num_agents; start += blockDim.x) {
+    __syncthreads();
+    const int k = start + threadIdx.x;
+    if (k < c.num_agents) {
+      tile[threadIdx.x] = make_float4(s.x[game + k], s.y[game + k],
+                                      s.in_game[game + k] != 0 ? 1.0f : 0.0f, 0.0f);
+    }
+    __syncthreads();
+    if (!want) continue;
+    const int count = min((int)blockDim.x, c.num_agents - start);
+    const int self = ag.a - start;
+#pragma unroll 1
+    for (int j = 0; j < count; ++j) {
+      const float4 other = tile[j];
+      const float dx = other.x - x;
+      const float dy = other.y - y;
+      const float d2 = dx * dx + dy * dy;
+      if (!(d2 < worst) || other.z == 0.0f || j == self) continue;
+      const int id = start + j;
+#pragma unroll
+      for (int p = kMax - 1; p > 0; --p) {
+        if (d2 < best[p - 1]) {
+          best[p] = best[p - 1];
+          chosen[p] = chosen[p - 1];
+        } else if (d2 < best[p]) {
+          best[p] = d2;
+          chosen[p] = id;
+        }
+      }
+      if (d2 < best[0]) {
+        best[0] = d2;
+        chosen[0] = id;
+      }
+#pragma unroll
+      for (int p = 0; p < kMax; ++p) {
+        if (p == K - 1) worst = best[p];
+      }
+    }
+  }
+  if (!ag.on) return;
+  if (!visible) return write_zeros(c, ag, out);
+  float* row = out + ag.slot * (long long)c.obs_dim;
+  float own[5], theirs[5];
+  normalised(c, s, ag.slot, own);
+#pragma unroll
+  for (int k = 0; k < kMax; ++k) {
+    if (k >= K) break;
+    const bool seen = playing && best[k] < INFINITY;
+    if (!seen) {
+#pragma unroll
+      for (int f = 0; f < 7; ++f) row[f * K + k] = 0.0f;
+      continue;
+    }
+    const long long j = game + chosen[k];
+    normalised(c, s, j, theirs);
+#pragma unroll
+    for (int f = 0; f < 5; ++f) row[f * K + k] = theirs[f] - own[f];
+    row[5 * K + k] = chosen[k] < c.num_taggers ? 1.0f : 0.0f;
+    row[6 * K + k] = 1.0f;
+  }
+  write_tail(c, s, ag, playing, row);
+}
+
+// Writes the observation row of one agent (zeros where the slot shows none). Every
+// thread of the block must call it (the partial mode's tiles hold barriers). kMax = 0:
+// full observations; else partial ones with K <= kMax.
+template <int kMax>
+__device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
+                                  bool visible, float* out) {
+  if constexpr (kMax == 0) {
+    observe_full(c, s, ag, visible, out);
+  } else {
+    observe_partial<kMax>(c, s, ag, visible, out);
   }
 }
 
@@ -369,10 +418,11 @@ __device__ void finish_game(const TagConsts& c, const TagBuffers& b, const Agent
   b.game_ended[g] = 0;
 }
 
-extern "C" __global__ void tag_run(const TagConsts c, const TagState s, const TagBuffers b,
-                                   const TagOutputs o, const long long* __restrict__ action,
-                                   const bool* __restrict__ mask, int blocks_per_game,
-                                   int mode, int first_phase, int last_phase) {
+template <int kMax>
+__device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
+                    const TagOutputs& o, const long long* __restrict__ action,
+                    const bool* __restrict__ mask, int blocks_per_game, int mode,
+                    int first_phase, int last_phase) {
   Agent ag;
   ag.g = blockIdx.x / blocks_per_game;
   ag.a = (blockIdx.x % blocks_per_game) * blockDim.x + threadIdx.x;
@@ -395,7 +445,7 @@ extern "C" __global__ void tag_run(const TagConsts c, const TagState s, const Ta
         if (ag.on) phase_finish(c, s, b, o, ag, mode);
         break;
       case kFinalObs:
-        if (same_step) write_observation(c, s, ag, ag.on && b.visible[ag.slot], o.final_obs);
+        if (same_step) write_observation<kMax>(c, s, ag, ag.on && b.visible[ag.slot], o.final_obs);
         break;
       case kSameStepReset:
         if (same_step && ag.on) {
@@ -408,7 +458,7 @@ extern "C" __global__ void tag_run(const TagConsts c, const TagState s, const Ta
         }
         break;
       case kObserveStep:
-        write_observation(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
         if (ag.on) finish_game(c, b, ag, mode);
         break;
       case kResetAgents:
@@ -424,8 +474,25 @@ extern "C" __global__ void tag_run(const TagConsts c, const TagState s, const Ta
         }
         break;
       case kObserveOnly:
-        write_observation(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
         break;
     }
   }
 }
+
+// One kernel per observation layout, so each keeps only the registers it needs:
+// tag_run_full, and tag_run_k<kMax> for partial observations of K <= kMax others.
+#define TAG_KERNEL(suffix, kMax)                                                            \
+  extern "C" __global__ void __launch_bounds__(TAG_MAX_BLOCK) tag_run_##suffix(             \
+      const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
+      const long long* __restrict__ action, const bool* __restrict__ mask,                  \
+      int blocks_per_game, int mode, int first_phase, int last_phase) {                     \
+    run<kMax>(c, s, b, o, action, mask, blocks_per_game, mode, first_phase, last_phase);    \
+  }
+
+TAG_KERNEL(full, 0)
+TAG_KERNEL(k4, 4)
+TAG_KERNEL(k8, 8)
+TAG_KERNEL(k10, 10)
+TAG_KERNEL(k16, 16)
+TAG_KERNEL(k32, TAG_MAX_OBSERVED)

@@ -4,7 +4,8 @@ Sizes (games x agents) from the Tag issue, WarpDrive's training configuration (e
 length 500, partial observations of K = min(10, agents - 1) others), random actions
 drawn on the device beforehand (a pool of 8 batches), copy=False, NEXT_STEP autoreset,
 CUDA events around the timed loop, median of 5 runs. Also: the bytes a step must write
-(observations, rewards, flags, state) against the measured device-to-device copy
+(observations, rewards, flags, state); the host time per step() call and the
+backend's kernels alone against the measured device-to-device copy
 bandwidth.
 
     python examples/tag_bench.py [--device cuda] [--backend cuda] [--json out.json]
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 
 import torch
 from gpu_vecenv.envs.tag import TagVectorEnv
@@ -70,19 +72,28 @@ def time_case(cls, games, params, device, backend, steps, repeats=5):
                 for _ in range(8)]
     for k in range(20):
         env.step(pool[k % 8])
-    times = []
+    times, host = [], []
     for _ in range(repeats):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
+        began = time.perf_counter()
         for k in range(steps):
             env.step(pool[k % 8])
+        host.append((time.perf_counter() - began) / steps)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1000 / steps)
+    # The kernels alone: the backend's step, no action conversion or error-flag copy.
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for k in range(steps):
+        env.backend.step(pool[k % 8], env._outputs)
+    end.record()
+    end.synchronize()
+    backend = start.elapsed_time(end) / 1000 / steps
     env.check_errors()
-    seconds = statistics.median(times)
-    return env, seconds
+    return env, statistics.median(times), statistics.median(host), backend
 
 
 def main() -> None:
@@ -96,18 +107,21 @@ def main() -> None:
     bandwidth = copy_bandwidth(device)
     print(f"device copy bandwidth: {bandwidth / 1e12:.2f} TB/s")
     print(f"{'case':14s} {'env-steps/s':>14s} {'agent-steps/s':>15s} {'us/step':>9s} "
-          f"{'MB/step':>9s} {'% of copy bw':>12s}")
+          f"{'host us':>8s} {'kernels us':>10s} {'MB/step':>9s} {'% of copy bw':>12s}")
     rows = []
     for label, cls, games, params in CASES:
-        env, seconds = time_case(cls, games, params, device, args.backend, args.steps)
+        env, seconds, host, backend = time_case(cls, games, params, device, args.backend,
+                                                args.steps)
         moved = bytes_per_step(env)
         row = dict(case=label, games=games, agents=env.num_agents,
                    env_steps_per_s=games / seconds, agent_steps_per_s=env.num_envs / seconds,
-                   us_per_step=seconds * 1e6, bytes_per_step=moved,
+                   us_per_step=seconds * 1e6, host_us_per_step=host * 1e6,
+                   backend_us_per_step=backend * 1e6, bytes_per_step=moved,
                    fraction_of_copy_bw=moved / seconds / bandwidth)
         rows.append(row)
         print(f"{label:14s} {row['env_steps_per_s']:14,.0f} {row['agent_steps_per_s']:15,.0f} "
-              f"{row['us_per_step']:9.1f} {moved / 1e6:9.2f} "
+              f"{row['us_per_step']:9.1f} {host * 1e6:8.1f} {backend * 1e6:10.1f} "
+              f"{moved / 1e6:9.2f} "
               f"{100 * row['fraction_of_copy_bw']:11.1f}%")
         env.close()
     if args.json:

@@ -61,6 +61,16 @@ def _grid_consts(p) -> list:
     return [int(v) for v in ints] + [f32(v) for v in floats] + [0]
 
 
+def _kernel_name(name: str, p) -> str:
+    """``tag_run_full``, ``tag_run_k<kMax>`` (partial, K <= kMax) or ``tag_grid_run``."""
+    if name != "tag":
+        return f"{name}_run"
+    if p.use_full_observation:
+        return "tag_run_full"
+    k_max = next(k for k in (4, 8, 10, 16, MAX_OBSERVED) if p.num_other_agents_observed <= k)
+    return f"tag_run_k{k_max}"
+
+
 class TagCudaBackend:
     """Runs ``cuda_src/<definition.name>.cu`` on the buffers of a multi-agent env."""
 
@@ -105,7 +115,7 @@ class TagCudaBackend:
         self._head = (*consts, *(t.data_ptr() for t in state),
                       *(t.data_ptr() for t in buffers))
         consts_fmt = "".join("f" if isinstance(v, np.floating) else "i" for v in consts)
-        self._fn = load_module(name, self.device.index or 0).get_function(f"{name}_run")
+        self._fn = load_module(name, self.device.index or 0).get_function(_kernel_name(name, p))
         self._fn.prepare(consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP" + "iiii")
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)

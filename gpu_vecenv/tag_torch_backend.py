@@ -132,6 +132,7 @@ class MultiAgentTorchBackend:
         if mode == AutoresetMode.SAME_STEP:
             self.observe(visible, out.final_obs)
             self.reset_games(ended)
+            b.pending.zero_()
             visible = env.definition.in_game(env.params, b.state)
         elif mode == AutoresetMode.NEXT_STEP:
             self.reset_games(valid_game & pending)

@@ -19,7 +19,7 @@ Usage::
 Shapes (``n = num_envs``): ``"observation"`` ``(n, obs_dim)`` float32, ``"action"``
 ``(n,)`` int64 (Discrete), ``(n, d)`` int64 (MultiDiscrete) or ``(n, d)`` float32 (Box),
 ``"reward"`` ``(n, 1)`` float32, ``"done"`` / ``"terminated"`` / ``"truncated"`` ``(n, 1)``
-bool. Multi-agent Tag: :class:`TorchRLTagEnv` (agents grouped by team).
+bool. Multi-agent Tag: :class:`TorchRLTagEnv` (agents grouped by team, ``batch_size=[G]``).
 """
 
 from __future__ import annotations
@@ -155,3 +155,121 @@ def _make_or_check(env: Any, num_envs: int | None, make_kwargs: dict[str, Any]):
         raise ValueError(f"the TorchRL adapter needs an env made with autoreset_mode=DISABLED "
                          f"(TorchRL resets envs itself through '_reset'), got {mode}")
     return env
+
+
+class TorchRLTagEnv(EnvBase):
+    """Tag (``GPUTag-v0`` / ``GPUTagGrid-v0``) as a TorchRL multi-agent env, agents grouped
+    by team, ``batch_size=[num_games]``.
+
+    Keys (``G`` games, ``T`` taggers, ``R`` runners): ``("tagger", "observation")``
+    ``(G, T, obs_dim)``, ``("tagger", "action")`` ``(G, T, ...)``, ``("tagger", "reward")``
+    ``(G, T, 1)``, ``("tagger", "active")`` ``(G, T, 1)`` bool (False once the agent left
+    the game), the same under ``"runner"``; ``"done"`` / ``"terminated"`` / ``"truncated"``
+    ``(G, 1)`` per game. ``"_reset"`` ``(G, 1)`` resets whole games.
+
+    Args:
+        env_id: ``"GPUTag-v0"`` or ``"GPUTagGrid-v0"`` (made here in ``DISABLED``
+            autoreset mode), or a Tag vector env made in that mode.
+        num_games: ``G`` when ``env_id`` is an id (default 1).
+        **make_kwargs: passed to ``gpu_vecenv.make_vec`` (device, backend, params, ...).
+    """
+
+    def __init__(self, env_id: str | gym.vector.VectorEnv = "GPUTag-v0",
+                 num_games: int | None = None, **make_kwargs: Any):
+        env = _make_or_check(env_id, num_games, make_kwargs)
+        device = torch.device(env.device)
+        G = env.num_games
+        super().__init__(device=device, batch_size=torch.Size([G]))
+        self.env = env
+        roles = list(env.roles)
+        self.teams = {team: torch.tensor([i for i, r in enumerate(roles) if r == team],
+                                         dtype=torch.int64, device=device)
+                      for team in ("tagger", "runner")}
+        self._num_agents = len(roles)
+        obs, act = env.single_observation_space, env.single_action_space
+        obs_specs, act_specs, rew_specs = {}, {}, {}
+        for team, index in self.teams.items():
+            shape = (G, len(index))
+            obs_specs[team] = Composite(
+                observation=space_to_spec(obs, shape, device),
+                active=Categorical(2, shape=(*shape, 1), dtype=torch.bool, device=device),
+                shape=shape, device=device)
+            act_specs[team] = Composite(action=space_to_spec(act, shape, device), shape=shape,
+                                        device=device)
+            rew_specs[team] = Composite(
+                reward=Unbounded(shape=(*shape, 1), dtype=torch.float32, device=device),
+                shape=shape, device=device)
+        self.observation_spec = Composite(obs_specs, shape=(G,), device=device)
+        self.full_action_spec = Composite(act_specs, shape=(G,), device=device)
+        self.full_reward_spec = Composite(rew_specs, shape=(G,), device=device)
+        flag = Categorical(2, shape=(G, 1), dtype=torch.bool, device=device)
+        self.full_done_spec = Composite(done=flag, terminated=flag.clone(),
+                                        truncated=flag.clone(), shape=(G,), device=device)
+        self._last: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _grouped(self, obs: torch.Tensor, active: torch.Tensor,
+                 reward: torch.Tensor | None) -> dict[str, Any]:
+        G, A = self.env.num_games, self._num_agents
+        obs = obs.view(G, A, *obs.shape[1:])
+        active = active.view(G, A, 1)
+        out: dict[str, Any] = {}
+        for team, index in self.teams.items():
+            out[(team, "observation")] = obs[:, index]
+            out[(team, "active")] = active[:, index]
+            if reward is not None:
+                out[(team, "reward")] = reward.view(G, A, 1)[:, index]
+        return out
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is None:
+            obs, info = self.env.reset()
+        elif self.device.type == "cpu" and not bool(mask.any()):
+            obs, info = self._last[0], {"active": self._last[1]}
+        else:
+            obs, info = self.env.reset(options={"reset_mask": mask.reshape(-1)})
+        self._last = (obs, info["active"])
+        false = torch.zeros((self.env.num_games, 1), dtype=torch.bool, device=self.device)
+        values = self._grouped(obs, info["active"], None)
+        values.update(done=false, terminated=false.clone(), truncated=false.clone())
+        return self._pack(values)
+
+    def _pack(self, values: dict[Any, Any]) -> TensorDictBase:
+        """``{("team", "key"): v, "key": v}`` as a TensorDict whose team entries are
+        sub-TensorDicts of batch size ``(G, team size)``."""
+        nested: dict[str, Any] = {}
+        for key, value in values.items():
+            if isinstance(key, tuple):
+                nested.setdefault(key[0], {})[key[1]] = value
+            else:
+                nested[key] = value
+        for team, index in self.teams.items():
+            nested[team] = TensorDict(nested[team], batch_size=(self.env.num_games, len(index)),
+                                      device=self.device)
+        return TensorDict(nested, batch_size=self.batch_size, device=self.device)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        G, A = self.env.num_games, self._num_agents
+        first = tensordict.get(("tagger", "action"))
+        action = torch.empty((G, A, *first.shape[2:]), dtype=first.dtype, device=self.device)
+        for team, index in self.teams.items():
+            action[:, index] = tensordict.get((team, "action"))
+        obs, reward, terminated, truncated, info = self.env.step(
+            action.view(G * A, *action.shape[2:]))
+        self._last = (obs, info["active"])
+        game_over = self.env.buffers.pending.view(G, 1)
+        game_truncated = truncated.view(G, A).any(dim=1, keepdim=True)
+        values = self._grouped(obs, info["active"], reward)
+        values.update(done=game_over.clone(), terminated=game_over & ~game_truncated,
+                      truncated=game_truncated)
+        return self._pack(values)
+
+    def _set_seed(self, seed: int | None) -> None:
+        obs, info = self.env.reset(seed=seed)
+        self._last = (obs, info["active"])
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        if not self.env.closed:
+            self.env.close()
+        super().close(raise_if_closed=raise_if_closed)
+

@@ -4,6 +4,7 @@ Examples:
   gpu-vecenv eval runs/GPUCartPole-v1__ppo__1__20260101-120000 --episodes 100
   gpu-vecenv eval runs/.../checkpoints/latest.pt --episodes 10 --gif cartpole.gif
   gpu-vecenv eval RUN_DIR --random          (the same statistics under uniform random play)
+  gpu-vecenv eval TAG_RUN_DIR --random runner   (trained taggers against random runners)
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="torch device (default: auto)")
     parser.add_argument("--seed", type=int, default=None,
                         help="evaluation seed (default: derived from the run's seed)")
-    parser.add_argument("--random", action="store_true",
-                        help="play uniform random actions instead (a baseline)")
+    parser.add_argument("--random", nargs="?", const=True, default=False, metavar="POLICY",
+                        help="play uniform random actions instead (a baseline); with a "
+                             "policy name, only for that policy (e.g. --random runner)")
     parser.add_argument("--json", metavar="OUT.json", default=None,
                         help="also write the result as JSON")
 
@@ -41,7 +43,11 @@ def main(args: argparse.Namespace) -> int:
     result = evaluate(config, models, args.episodes, device, seed=args.seed,
                       random_policy=args.random, gif_path=args.gif)
     result["global_step"] = step
-    who = "random play" if args.random else f"checkpoint at step {step:,}"
+    who = f"checkpoint at step {step:,}"
+    if args.random is True:
+        who = "random play"
+    elif args.random:
+        who += f", {args.random} playing randomly"
     print(f"{config.trainer.env}, {who}: {_format_evaluation(result)}")
     if args.gif:
         print(f"GIF written to {args.gif}")

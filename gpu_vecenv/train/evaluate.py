@@ -64,12 +64,16 @@ def load_models(path: str | Path, device: torch.device
 
 @torch.no_grad()
 def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
-             device: torch.device, *, seed: int | None = None, random_policy: bool = False,
+             device: torch.device, *, seed: int | None = None,
+             random_policy: bool | str | list[str] = False,
              gif_path: str | Path | None = None, max_steps: int = 100_000
              ) -> dict[str, Any]:
     """Play ``episodes`` episodes (games) and return their mean returns.
 
-    ``models``: policy name -> network (or the trainer's policy groups). Returns
+    ``models``: policy name -> network (or the trainer's policy groups).
+    ``random_policy``: ``True`` plays uniform random actions for every slot; a policy
+    name (or list of names) only for those policies (e.g. trained taggers against
+    random runners). Returns
     ``{"episodes", "mean_return", "std_return", "mean_length", "policies": {name:
     {"mean_return_per_agent", "mean_return_per_game"}}}`` (``mean_return`` is per slot
     for single-agent envs: the usual episode return).
@@ -102,22 +106,30 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
     lengths = torch.zeros(n, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
     frames = []
+    if isinstance(random_policy, bool):
+        random_names = set(names) if random_policy else set()
+    else:
+        random_names = {random_policy} if isinstance(random_policy, str) else set(random_policy)
+        unknown = sorted(random_names - set(names))
+        if unknown:
+            raise ValueError(f"random_policy names unknown policies {unknown}; "
+                             f"policies: {names}")
     for step in range(max_steps):
         if render and not bool(finished[0]):
             frames.extend(_frames(env))
-        if random_policy:
-            action = _random_actions(spec, n, device, generator)
-        else:
-            action = torch.zeros((n, *spec.action_shape), dtype=spec.dtype, device=device)
-            for k, name in enumerate(names):
-                mask = slot_owner == k
+        action = torch.zeros((n, *spec.action_shape), dtype=spec.dtype, device=device)
+        for k, name in enumerate(names):
+            mask = slot_owner == k
+            if name in random_names:
+                chosen = _random_actions(spec, n, device, generator)
+            else:
                 chosen = models[name].deterministic_action(obs)
-                if spec.kind != "discrete":
-                    mask = mask.unsqueeze(-1)
-                action = torch.where(mask, chosen.to(spec.dtype), action)
-            if spec.kind == "box":
-                action = torch.clamp(action, torch.tensor(spec.low, device=device),
-                                     torch.tensor(spec.high, device=device))
+                if spec.kind == "box":
+                    chosen = torch.clamp(chosen, torch.tensor(spec.low, device=device),
+                                         torch.tensor(spec.high, device=device))
+            if spec.kind != "discrete":
+                mask = mask.unsqueeze(-1)
+            action = torch.where(mask, chosen.to(spec.dtype), action)
         obs, reward, terminated, truncated, _ = env.step(action)
         live = ~finished
         returns += reward * live
@@ -130,7 +142,7 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
         raise RuntimeError(f"evaluation: episodes did not end within {max_steps} steps")
     per_game = returns.reshape(games, agents)
     result: dict[str, Any] = {
-        "env": t.env, "episodes": games, "policy": "random" if random_policy else "trained",
+        "env": t.env, "episodes": games, "random_policies": sorted(random_names),
         "mean_return": float(returns.mean()), "std_return": float(returns.std()) if n > 1
         else 0.0, "mean_length": float(lengths.mean()), "policies": {}}
     for k, name in enumerate(names):

@@ -42,6 +42,8 @@ import gymnasium as gym
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gpu_vecenv.vector_env import parse_autoreset_mode
+
 
 class SB3VecEnv(VecEnv):
     """One of our vector envs as a Stable-Baselines3 ``VecEnv``.
@@ -50,7 +52,8 @@ class SB3VecEnv(VecEnv):
         env: an env id (``"GPUCartPole-v1"``), made here with ``num_envs`` and
             ``**make_kwargs`` in ``SAME_STEP`` autoreset mode, or an already made
             vector env whose ``metadata["autoreset_mode"]`` is ``SAME_STEP``.
-        num_envs: number of envs when ``env`` is an id.
+        num_envs: passed to ``make_vec`` when ``env`` is an id: the number of envs, or of
+            games for Tag (whose vector has ``games * agents`` slots).
         **make_kwargs: passed to ``gpu_vecenv.make_vec`` (``device``, ``backend``,
             ``max_episode_steps``, env params, ...).
 
@@ -64,10 +67,9 @@ class SB3VecEnv(VecEnv):
         if isinstance(env, str):
             from gpu_vecenv import make_vec
 
-            if make_kwargs.setdefault("autoreset_mode", AutoresetMode.SAME_STEP) not in (
-                AutoresetMode.SAME_STEP, "SAME_STEP", "SameStep", "same_step"
-            ):
-                raise ValueError("SB3VecEnv needs autoreset_mode=SAME_STEP")
+            mode = make_kwargs.setdefault("autoreset_mode", AutoresetMode.SAME_STEP)
+            if parse_autoreset_mode(mode) != AutoresetMode.SAME_STEP:
+                raise ValueError(f"SB3VecEnv needs autoreset_mode=SAME_STEP, got {mode}")
             env = make_vec(env, 1 if num_envs is None else num_envs, **make_kwargs)
         else:
             if num_envs is not None or make_kwargs:

@@ -39,6 +39,8 @@ import gymnasium as gym
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gpu_vecenv.vector_env import parse_autoreset_mode
+
 
 def space_to_spec(space: gym.Space, batch: tuple[int, ...], device: torch.device):
     """The TorchRL spec of ``batch`` copies of a Gymnasium space.
@@ -144,7 +146,7 @@ def _make_or_check(env: Any, num_envs: int | None, make_kwargs: dict[str, Any]):
         from gpu_vecenv import make_vec
 
         mode = make_kwargs.setdefault("autoreset_mode", AutoresetMode.DISABLED)
-        if mode not in (AutoresetMode.DISABLED, "DISABLED", "Disabled", "disabled"):
+        if parse_autoreset_mode(mode) != AutoresetMode.DISABLED:
             raise ValueError("the TorchRL adapter needs autoreset_mode=DISABLED "
                              "(TorchRL resets envs itself through '_reset')")
         return make_vec(env, 1 if num_envs is None else num_envs, **make_kwargs)

@@ -9,6 +9,8 @@ counted with ``torch.cuda.set_sync_debug_mode("warn")``:
 
 - ``raw_next_step``: ``GpuVectorEnv.step`` with actions drawn on the device (NEXT_STEP);
 - ``raw_same_step``: the same in SAME_STEP mode (what the SB3 adapter runs underneath);
+- ``raw_disabled``: DISABLED mode, resetting the done envs with a mask after each step
+  when any is done (what the TorchRL adapter runs underneath);
 - ``sb3``: ``SB3VecEnv.step`` with numpy actions, as SB3 calls it;
 - ``torchrl``: ``TorchRLEnv.step_and_maybe_reset`` with device actions, as collectors call it.
 
@@ -72,7 +74,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--backend", default="auto")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's own choice)")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     n = args.num_envs
 
@@ -106,6 +112,21 @@ def main() -> None:
                count_syncs(raw_step, device), 0, 0,
                f"GpuVectorEnv.step ({mode}), actions drawn on the device")
         env.close()
+
+    env = make_vec(args.env_id, n, device=device, backend=args.backend,
+                   autoreset_mode="DISABLED", strict=False)
+    env.reset(seed=0)
+
+    def raw_disabled_step() -> None:
+        _, _, terminated, truncated, _ = env.step(torch.randint(2, (n,), device=device))
+        done = terminated | truncated
+        if bool(done.any()):  # one sync, as TorchRL's maybe_reset
+            env.reset(options={"reset_mask": done})
+
+    record("raw_disabled", time_steps(raw_disabled_step, device, args.steps, args.warmup),
+           count_syncs(raw_disabled_step, device), 0, 0,
+           "GpuVectorEnv.step (DISABLED) + reset(options={'reset_mask': done}) when any done")
+    env.close()
 
     venv = SB3VecEnv(args.env_id, num_envs=n, device=device, backend=args.backend,
                      strict=False)

@@ -1,9 +1,9 @@
 // CartPole-v1 (Gymnasium), one thread per env. Mirrors envs/cartpole.py operation by
 // operation in float32; compile with -fmad=false so no multiply-add fuses.
 //
-// Division by a constant is multiplication by its float32 reciprocal (inv_total_mass): that
-// is what torch's CUDA kernels do for `tensor / python_float`, and the binding in
-// gpu_vecenv/backends/cuda.py computes the reciprocal the way torch does.
+// Division by a constant is multiplication by a precomputed reciprocal (inv_total_mass):
+// that is what torch's CUDA kernels do for `tensor / python_float`, and the binding in
+// gpu_vecenv/backends/cuda.py (reciprocal()) rounds that reciprocal the way torch does.
 #include "common/autoreset.cuh"
 
 struct CartPole {
@@ -21,7 +21,6 @@ struct CartPole {
     float tau;
     float polemass_length;
     float inv_total_mass;
-    float total_mass;
     float four_thirds;
     float theta_threshold_radians;
     float x_threshold;

@@ -277,6 +277,15 @@ class CudaBackend:
         self._block = (BLOCK_SIZE, 1, 1)
 
     def _launch(self, function, args: tuple) -> None:
+        # The driver launches into the thread's current context: the env's device's
+        # primary context only while that device is torch's current one.
+        if torch.cuda.current_device() != self._device_index:
+            with torch.cuda.device(self._device_index):
+                self._launch_on_current_device(function, args)
+            return
+        self._launch_on_current_device(function, args)
+
+    def _launch_on_current_device(self, function, args: tuple) -> None:
         if _current_raw_stream(self._device_index) == 0:
             function.prepared_async_call(self._grid, self._block, None, *args)
             return

@@ -99,19 +99,30 @@ def test_invalid_action_deferred_leaves_env_intact_and_is_reported(env_id):
 
 
 def test_side_stream_orders_like_the_default_stream():
-    env = make_vec("GPUCartPole-v1", 100_003, device="cuda", backend="cuda", copy=False)
-    ref = make_vec("GPUCartPole-v1", 100_003, device="cuda", backend="torch", copy=False)
+    """On a non-default torch stream the launch is bracketed by event waits: the kernel
+    must read the action before a later torch op on that stream overwrites it, and the
+    obs must be complete before a later op reads it. Compared with the same env stepped
+    on the default stream (same kernel, so bit-identical if ordered)."""
+    n = 1_000_003
+    on_side = make_vec("GPUCartPole-v1", n, device="cuda", backend="cuda", copy=False)
+    on_default = make_vec("GPUCartPole-v1", n, device="cuda", backend="cuda", copy=False)
     gen = torch.Generator(device="cuda").manual_seed(0)
+    actions = [random_actions(on_default, gen) for _ in range(20)]
+    on_default.reset(seed=1)
+    expected = [on_default.step(a)[0].clone() for a in actions]
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    got = []
     with torch.cuda.stream(side):
-        env.reset(seed=1)
-        ref.reset(seed=1)
-        for _ in range(50):
-            action = random_actions(env, gen)
-            obs_c = env.step(action)[0].clone()  # a torch op on the side stream right after
-            obs_r = ref.step(action)[0].clone()
+        on_side.reset(seed=1)
+        for a in actions:
+            scratch = a.clone()
+            obs = on_side.step(scratch)[0]
+            scratch.fill_(7)  # invalid: if the kernel read it after this, envs would not step
+            got.append(obs.clone())
     side.synchronize()
-    assert torch.equal(obs_c, obs_r)
+    assert all(torch.equal(x, y) for x, y in zip(got, expected, strict=True))
+    assert int(on_side.buffers.error_count) == 0
 
 
 @pytest.mark.parametrize("n", [1, 255, 257, 1000, 65_537])

@@ -331,14 +331,15 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     if (!want) continue;
     const int count = min((int)blockDim.x, c.num_agents - start);
     const int self = ag.a - start;
-#pragma unroll 1
-    for (int j = 0; j < count; ++j) {
+    // Squared distance of tile entry j, +inf for oneself and agents out of the game.
+    auto distance2 = [&](int j) {
       const float4 other = tile[j];
       const float dx = other.x - x;
       const float dy = other.y - y;
       const float d2 = dx * dx + dy * dy;
-      if (!(d2 < worst) || other.z == 0.0f || j == self) continue;
-      const int id = start + j;
+      return (other.z == 0.0f || j == self) ? INFINITY : d2;
+    };
+    auto insert = [&](float d2, int id) {
 #pragma unroll
       for (int p = kMax - 1; p > 0; --p) {
         if (d2 < best[p - 1]) {
@@ -357,6 +358,23 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       for (int p = 0; p < kMax; ++p) {
         if (p == K - 1) worst = best[p];
       }
+    };
+    int j = 0;
+    // Four candidates at a time: independent loads and arithmetic hide the latency; the
+    // common case (none beats the K-th best) costs one comparison.
+    for (; j + 4 <= count; j += 4) {
+      const float d0 = distance2(j), d1 = distance2(j + 1);
+      const float d2 = distance2(j + 2), d3 = distance2(j + 3);
+      if (!(fminf(fminf(d0, d1), fminf(d2, d3)) < worst)) continue;
+#pragma unroll 1
+      for (int q = 0; q < 4; ++q) {  // one copy of the insertion code
+        const float d = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
+        if (d < worst) insert(d, start + j + q);
+      }
+    }
+    for (; j < count; ++j) {
+      const float d = distance2(j);
+      if (d < worst) insert(d, start + j);
     }
   }
   if (!ag.on) return;

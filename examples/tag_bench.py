@@ -102,8 +102,24 @@ def main() -> None:
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--case", default=None, help="run only this case, e.g. 'tag 1x5'")
+    parser.add_argument("--cprofile", action="store_true", help="cProfile the step() calls")
     args = parser.parse_args()
     device = torch.device(args.device)
+    if args.case:
+        CASES[:] = [c for c in CASES if c[0] == args.case]
+    if args.cprofile:
+        import cProfile
+        import pstats
+
+        for label, cls, games, params in CASES:
+            profile = cProfile.Profile()
+            profile.enable()
+            time_case(cls, games, params, device, args.backend, args.steps, repeats=1)
+            profile.disable()
+            print(label)
+            pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+        return
     bandwidth = copy_bandwidth(device)
     print(f"device copy bandwidth: {bandwidth / 1e12:.2f} TB/s")
     print(f"{'case':14s} {'env-steps/s':>14s} {'agent-steps/s':>15s} {'us/step':>9s} "

@@ -12,6 +12,8 @@ termination test sits within that rounding of its threshold (counted and bounded
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
@@ -87,7 +89,7 @@ def _close(actual, expected, what, keep):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_step_matches_reference(host_harness, tmp_path, env_id):
-    gen = torch.Generator().manual_seed(hash(env_id) % 2**31)
+    gen = torch.Generator().manual_seed(zlib.crc32(env_id.encode()))
     states = visited_states(env_id, gen)
     for mode in MODES:
         env = _make(env_id, NUM_STATES, mode)

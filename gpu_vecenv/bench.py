@@ -299,12 +299,20 @@ def main(args: argparse.Namespace) -> int:
     if bandwidth:
         info["copy_bandwidth_bytes_per_s"] = bandwidth
         print(f"{info['gpu']}: device copy bandwidth {bandwidth / 1e12:.2f} TB/s")
-    records = []
+    records, failures = [], []
     print_header()
     for env_id in env_ids:
         for backend in backends:
             for n in sizes:
-                records.append(bench_point(env_id, backend, n, device, args))
+                try:
+                    records.append(bench_point(env_id, backend, n, device, args))
+                except (RuntimeError, MemoryError) as exc:  # e.g. out of memory: go on
+                    failures.append({"env": env_id, "backend": backend, "num_envs": n,
+                                     "error": str(exc).splitlines()[0]})
+                    print(f"{env_id} {backend} {n}: failed: {failures[-1]['error']}")
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    continue
                 print_row(records[-1], bandwidth)
             if args.profile:
                 print(profile_steps(env_id, backend, device, args.profile))
@@ -315,10 +323,10 @@ def main(args: argparse.Namespace) -> int:
                     print_row(records[-1], bandwidth)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": info, "results": records}, f, indent=1)
-    if args.plot:
+            json.dump({"machine": info, "results": records, "failures": failures}, f, indent=1)
+    if args.plot and records:
         plot(records, args.plot)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -148,6 +148,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self._has_reset = False
         self._error_host: torch.Tensor | None = None
         self._error_event = None
+        self._steps_to_flag_copy = 0
         if self.device.type == "cuda" and not self.strict:
             self._error_host = torch.zeros((), dtype=torch.int32, pin_memory=True)
             self._error_event = torch.cuda.Event()
@@ -247,10 +248,18 @@ class GpuVectorEnv(gym.vector.VectorEnv):
 
     # -- invalid actions reported without a per-step sync --
 
+    ERROR_FLAG_INTERVAL = 8
+    """Deferred mode on a GPU: steps between asynchronous copies of the invalid-action
+    counter to the host. Envs that got an invalid action stay frozen meanwhile, so a
+    later report loses nothing; the copy and its event cost host time on every call."""
+
     def _after_step(self) -> None:
         if self._error_host is not None:
-            self._error_host.copy_(self.buffers.error_count, non_blocking=True)
-            self._error_event.record()
+            if self._steps_to_flag_copy <= 0:
+                self._steps_to_flag_copy = self.ERROR_FLAG_INTERVAL
+                self._error_host.copy_(self.buffers.error_count, non_blocking=True)
+                self._error_event.record()
+            self._steps_to_flag_copy -= 1
         elif self.device.type != "cuda":
             self._check_deferred_errors(sync=True)
 
@@ -267,10 +276,11 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self.buffers.error_count.zero_()
         if self._error_host is not None:
             self._error_host.zero_()
+        where = f" (on the last step: envs {envs})" if envs else ""
         raise InvalidActionError(
             f"{count} invalid action(s) (out of range, NaN or inf for "
             f"{self.single_action_space}) since the last check; the envs that got them "
-            f"were left unchanged (last step: envs {envs}). Use strict=True to catch them "
+            f"were left unchanged on those steps{where}. Use strict=True to catch them "
             f"before stepping."
         )
 

@@ -103,7 +103,8 @@ class SB3VecEnv(VecEnv):
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
-        return obs.cpu().numpy().astype(self._obs_dtype, copy=False)
+        # a copy: with copy=False on the CPU, obs is the env's own buffer
+        return np.array(obs.cpu().numpy(), dtype=self._obs_dtype, copy=True)
 
     def step_async(self, actions: np.ndarray) -> None:
         """Send ``actions`` (``(n,)`` for Discrete, ``(n, d)`` for MultiDiscrete/Box) to the

@@ -156,6 +156,9 @@ def _make_or_check(env: Any, num_envs: int | None, make_kwargs: dict[str, Any]):
     if mode != AutoresetMode.DISABLED:
         raise ValueError(f"the TorchRL adapter needs an env made with autoreset_mode=DISABLED "
                          f"(TorchRL resets envs itself through '_reset'), got {mode}")
+    if not getattr(env, "copy", True):
+        raise ValueError("the TorchRL adapter needs an env made with copy=True: TorchRL keeps "
+                         "the returned tensors across steps")
     return env
 
 

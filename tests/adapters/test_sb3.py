@@ -193,3 +193,13 @@ def test_tag_through_its_agent_slot_view():
             truncations += infos[i]["TimeLimit.truncated"]
         ended |= dones
     assert ended.all() and truncations > 0
+
+
+def test_reset_obs_do_not_alias_a_reused_buffer():
+    venv = SB3VecEnv(make_vec("GPUCartPole-v1", 4, device="cpu", autoreset_mode="SAME_STEP",
+                              copy=False))
+    venv.seed(0)
+    first = venv.reset()
+    kept = first.copy()
+    venv.step(np.ones(4, dtype=np.int64))
+    np.testing.assert_array_equal(first, kept)

@@ -94,6 +94,9 @@ def test_needs_disabled_autoreset():
         TorchRLEnv(make_vec("GPUCartPole-v1", 2, device="cpu"))
     env = TorchRLEnv(make_vec("GPUCartPole-v1", 2, device="cpu", autoreset_mode="DISABLED"))
     assert env.batch_size == torch.Size([2])
+    with pytest.raises(ValueError, match="copy=True"):
+        TorchRLEnv(make_vec("GPUCartPole-v1", 2, device="cpu", autoreset_mode="DISABLED",
+                            copy=False))
 
 
 def test_synchronous_collector():

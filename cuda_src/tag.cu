@@ -303,7 +303,9 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
 // distance, lower index first on ties (as a stable sort), zero-padded. The sorted list
 // lives in registers (kMax >= K slots, fully unrolled); candidates come through shared
 // memory tiles of the game's positions. Every thread runs the tile loop (it holds barriers).
-template <int kMax>
+// kWide: scan four candidates at a time (for launches of few blocks, where the scan's
+// latency is the limit); otherwise one at a time (fewer registers, more blocks per SM).
+template <int kMax, bool kWide>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
                                 bool visible, float* out) {
   __shared__ float4 tile[TAG_MAX_BLOCK];
@@ -362,7 +364,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     int j = 0;
     // Four candidates at a time: independent loads and arithmetic hide the latency; the
     // common case (none beats the K-th best) costs one comparison.
-    for (; j + 4 <= count; j += 4) {
+    for (; kWide && j + 4 <= count; j += 4) {
       const float d0 = distance2(j), d1 = distance2(j + 1);
       const float d2 = distance2(j + 2), d3 = distance2(j + 3);
       if (!(fminf(fminf(d0, d1), fminf(d2, d3)) < worst)) continue;
@@ -372,6 +374,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
         if (d < worst) insert(d, start + j + q);
       }
     }
+#pragma unroll 1
     for (; j < count; ++j) {
       const float d = distance2(j);
       if (d < worst) insert(d, start + j);
@@ -404,13 +407,13 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
 // Writes the observation row of one agent (zeros where the slot shows none). Every
 // thread of the block must call it (the partial mode's tiles hold barriers). kMax = 0:
 // full observations; else partial ones with K <= kMax.
-template <int kMax>
+template <int kMax, bool kWide>
 __device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
                                   bool visible, float* out) {
   if constexpr (kMax == 0) {
     observe_full(c, s, ag, visible, out);
   } else {
-    observe_partial<kMax>(c, s, ag, visible, out);
+    observe_partial<kMax, kWide>(c, s, ag, visible, out);
   }
 }
 
@@ -436,7 +439,7 @@ __device__ void finish_game(const TagConsts& c, const TagBuffers& b, const Agent
   b.game_ended[g] = 0;
 }
 
-template <int kMax>
+template <int kMax, bool kWide>
 __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
                     const TagOutputs& o, const long long* __restrict__ action,
                     const bool* __restrict__ mask, int blocks_per_game, int mode,
@@ -463,7 +466,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         if (ag.on) phase_finish(c, s, b, o, ag, mode);
         break;
       case kFinalObs:
-        if (same_step) write_observation<kMax>(c, s, ag, ag.on && b.visible[ag.slot], o.final_obs);
+        if (same_step) write_observation<kMax, kWide>(c, s, ag, ag.on && b.visible[ag.slot], o.final_obs);
         break;
       case kSameStepReset:
         if (same_step && ag.on) {
@@ -476,7 +479,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         }
         break;
       case kObserveStep:
-        write_observation<kMax>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax, kWide>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
         if (ag.on) finish_game(c, b, ag, mode);
         break;
       case kResetAgents:
@@ -492,25 +495,32 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         }
         break;
       case kObserveOnly:
-        write_observation<kMax>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax, kWide>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
         break;
     }
   }
 }
 
 // One kernel per observation layout, so each keeps only the registers it needs:
-// tag_run_full, and tag_run_k<kMax> for partial observations of K <= kMax others.
-#define TAG_KERNEL(suffix, kMax)                                                            \
+// tag_run_full, tag_run_k<kMax> for partial observations of K <= kMax others, and
+// tag_run_k<kMax>_wide with the four-at-a-time scan (for a few very large games).
+#define TAG_KERNEL(suffix, kMax, kWide)                                                     \
   extern "C" __global__ void __launch_bounds__(TAG_MAX_BLOCK) tag_run_##suffix(             \
       const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
       const long long* __restrict__ action, const bool* __restrict__ mask,                  \
       int blocks_per_game, int mode, int first_phase, int last_phase) {                     \
-    run<kMax>(c, s, b, o, action, mask, blocks_per_game, mode, first_phase, last_phase);    \
+    run<kMax, kWide>(c, s, b, o, action, mask, blocks_per_game, mode, first_phase,          \
+                     last_phase);                                                           \
   }
 
-TAG_KERNEL(full, 0)
-TAG_KERNEL(k4, 4)
-TAG_KERNEL(k8, 8)
-TAG_KERNEL(k10, 10)
-TAG_KERNEL(k16, 16)
-TAG_KERNEL(k32, TAG_MAX_OBSERVED)
+TAG_KERNEL(full, 0, false)
+TAG_KERNEL(k4, 4, false)
+TAG_KERNEL(k8, 8, false)
+TAG_KERNEL(k10, 10, false)
+TAG_KERNEL(k16, 16, false)
+TAG_KERNEL(k32, TAG_MAX_OBSERVED, false)
+TAG_KERNEL(k4_wide, 4, true)
+TAG_KERNEL(k8_wide, 8, true)
+TAG_KERNEL(k10_wide, 10, true)
+TAG_KERNEL(k16_wide, 16, true)
+TAG_KERNEL(k32_wide, TAG_MAX_OBSERVED, true)

@@ -53,6 +53,9 @@ from gpu_vecenv.vector_env import GpuVectorEnv, default_device, parse_autoreset_
 
 __all__ = ["ROLES", "GameStep", "MultiAgentDefinition", "MultiAgentVectorEnv"]
 
+ERROR_FLAG_INTERVAL = 8
+"""On a GPU with ``strict=False``, invalid actions are reported within this many steps."""
+
 
 class MultiAgentVectorEnv(gym.vector.VectorEnv):
     """``num_games`` games of one multi-agent env; each agent is one vector slot.
@@ -71,8 +74,9 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: another name for the params' ``episode_length``.
         strict: check every action batch before stepping (one sync per step); the step
             then happens for all games or raises and changes nothing. ``False``: a game
-            with an invalid action is left unchanged and a later call raises. Default:
-            True on the CPU, False on a GPU.
+            with an invalid action is left unchanged and a later call raises (on a GPU,
+            within ``ERROR_FLAG_INTERVAL`` steps; ``check_errors()`` and ``reset()`` at
+            once). Default: True on the CPU, False on a GPU.
         copy: fresh output tensors every step (default); ``False`` reuses one set.
         render_mode: ``None`` or ``"rgb_array"``; ``render_game``: the game drawn.
         preset: a named parameter set, e.g. ``"warpdrive_training"``.
@@ -144,6 +148,7 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         self._seeded = False
         self._has_reset = False
         self._error_host = self._error_event = None
+        self._unflagged_steps = 0
         if self.device.type == "cuda" and not self.strict:
             self._error_host = torch.zeros((), dtype=torch.int32, pin_memory=True)
             self._error_event = torch.cuda.Event()
@@ -214,8 +219,13 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         out = self._fresh()
         self.backend.step(action, out)
         if self._error_host is not None:
-            self._error_host.copy_(self.buffers.error_count, non_blocking=True)
-            self._error_event.record()
+            # The device's error count travels to the host every few steps (a copy and an
+            # event cost more host time than a small game's whole step).
+            self._unflagged_steps += 1
+            if self._unflagged_steps >= ERROR_FLAG_INTERVAL:
+                self._unflagged_steps = 0
+                self._error_host.copy_(self.buffers.error_count, non_blocking=True)
+                self._error_event.record()
         elif self.device.type != "cuda":
             self._check_errors(sync=True)
         info = {**self._constant_info, "active": out.active}

@@ -61,14 +61,16 @@ def _grid_consts(p) -> list:
     return [int(v) for v in ints] + [f32(v) for v in floats] + [0]
 
 
-def _kernel_name(name: str, p) -> str:
-    """``tag_run_full``, ``tag_run_k<kMax>`` (partial, K <= kMax) or ``tag_grid_run``."""
+def _kernel_name(name: str, p, blocks: int, device: torch.device) -> str:
+    """``tag_run_full``, ``tag_run_k<kMax>[_wide]`` (partial, K <= kMax) or ``tag_grid_run``.
+    The wide scan pays off when the launch has too few blocks to fill the GPU."""
     if name != "tag":
         return f"{name}_run"
     if p.use_full_observation:
         return "tag_run_full"
     k_max = next(k for k in (4, 8, 10, 16, MAX_OBSERVED) if p.num_other_agents_observed <= k)
-    return f"tag_run_k{k_max}"
+    few_blocks = blocks < 2 * torch.cuda.get_device_properties(device).multi_processor_count
+    return f"tag_run_k{k_max}" + ("_wide" if few_blocks and p.num_agents > 256 else "")
 
 
 class TagCudaBackend:
@@ -84,6 +86,8 @@ class TagCudaBackend:
             raise RuntimeError(f"env {name!r} has no multi-agent CUDA kernels")
         self.env = env
         self.device = env.device
+        self._device_index = env.device.index or 0
+        self._cached_outputs: tuple[GameOutputs | None, tuple] = (None, ())
         p, b, s = env.params, env.buffers, env.buffers.state
         G, A = env.num_games, env.num_agents
         self.block = min(MAX_BLOCK, 32 * math.ceil(A / 32))
@@ -115,7 +119,8 @@ class TagCudaBackend:
         self._head = (*consts, *(t.data_ptr() for t in state),
                       *(t.data_ptr() for t in buffers))
         consts_fmt = "".join("f" if isinstance(v, np.floating) else "i" for v in consts)
-        self._fn = load_module(name, self.device.index or 0).get_function(_kernel_name(name, p))
+        self._fn = load_module(name, self.device.index or 0).get_function(
+            _kernel_name(name, p, G * self.blocks_per_game, self.device))
         self._fn.prepare(consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP" + "iiii")
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)
@@ -123,13 +128,19 @@ class TagCudaBackend:
         if env.autoreset_mode == AutoresetMode.SAME_STEP:
             self._step_phases[4:4] = [FINAL_OBS, SAME_STEP_RESET]
 
+    def _on_default_stream(self) -> bool:
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # no Stream object
+        if raw is not None:
+            return raw(self._device_index) == 0
+        return torch.cuda.current_stream(self.device).cuda_stream == 0
+
     def _launch(self, outputs: tuple, action: int, mask: int, first: int, last: int) -> None:
         args = (*self._head, *outputs, action, mask, self.blocks_per_game, self.mode, first,
                 last)
-        stream = torch.cuda.current_stream(self.device)
-        if stream.cuda_stream == 0:
+        if self._on_default_stream():
             self._fn.prepared_async_call(self._grid, self._block_shape, None, *args)
             return
+        stream = torch.cuda.current_stream(self.device)
         default = torch.cuda.default_stream(self.device)
         default.wait_stream(stream)
         self._fn.prepared_async_call(self._grid, self._block_shape, None, *args)
@@ -155,7 +166,10 @@ class TagCudaBackend:
     def step(self, action: torch.Tensor, out: GameOutputs) -> None:
         """One step of every game, autoreset included (see ``tag.cu``)."""
         action = action.contiguous()
-        outputs = (out.obs.data_ptr(), out.reward.data_ptr(), out.terminated.data_ptr(),
-                   out.truncated.data_ptr(), 0 if out.final_obs is None else
-                   out.final_obs.data_ptr(), out.active.data_ptr())
+        cached, outputs = self._cached_outputs
+        if out is not cached:  # with copy=False the same outputs come every step
+            outputs = (out.obs.data_ptr(), out.reward.data_ptr(), out.terminated.data_ptr(),
+                       out.truncated.data_ptr(), 0 if out.final_obs is None else
+                       out.final_obs.data_ptr(), out.active.data_ptr())
+            self._cached_outputs = (out, outputs)
         self._run(self._step_phases, outputs, action=action.data_ptr())

@@ -212,3 +212,26 @@ def test_grid_fixed_start_and_reset_mask():
     assert_same(cuda.reset(options={"reset_mask": mask})[0],
                 ref.reset(options={"reset_mask": mask})[0], "masked reset")
     assert_same(cuda.get_state()["x"], ref.get_state()["x"], "x after masked reset")
+
+
+def test_invalid_actions_reported_without_sync():
+    from gpu_vecenv.actions import InvalidActionError
+    from gpu_vecenv.multi_agent import ERROR_FLAG_INTERVAL
+
+    env = TagVectorEnv(4, device="cuda", backend="cuda", num_runners=3)
+    assert not env.strict
+    env.reset(seed=0)
+    good = torch.zeros((env.num_envs, 2), dtype=torch.int64, device="cuda")
+    bad = good.clone()
+    bad[5, 1] = 99
+    before = env.get_state()
+    env.step(bad)
+    after = env.get_state()
+    assert torch.equal(after["x"][1], before["x"][1]) and after["t"].tolist() == [1, 0, 1, 1]
+    with pytest.raises(InvalidActionError):
+        for _ in range(ERROR_FLAG_INTERVAL + 2):
+            env.step(good)
+            torch.cuda.synchronize()
+    env.step(bad)
+    with pytest.raises(InvalidActionError, match="slots \\[5\\]"):
+        env.check_errors()

@@ -81,3 +81,20 @@ def test_seed_sensitive_false_accepts_a_deterministic_start():
     report = check_env(_broken(reset=_seed_blind_reset), num_envs=8, steps=8,
                        seed_sensitive=False)
     assert "seeding" in report.passed
+
+
+def _same_step(definition, **params):
+    from gpu_vecenv.vector_env import GpuVectorEnv
+
+    return GpuVectorEnv(definition, 16, device="cpu", backend="torch",
+                        autoreset_mode="SAME_STEP", max_episode_steps=25, **params)
+
+
+def test_compare_backends_accepts_equal_and_catches_different_dynamics():
+    from gpu_vecenv.checks import compare_backends
+
+    compare_backends(_same_step(GOOD), _same_step(GOOD), steps=40)
+    with pytest.raises(EnvCheckError, match=r"\[kernel\] roll-out step 0: obs"):
+        compare_backends(_same_step(GOOD), _same_step(GOOD, gravity=12.0), steps=40)
+    with pytest.raises(EnvCheckError, match=r"\[kernel\] reset: obs"):
+        compare_backends(_same_step(GOOD), _same_step(GOOD, reset_bound=0.04), steps=4)

@@ -57,6 +57,9 @@ class EnvDefinition:
     """Gymnasium's time limit for the registered id (``None``: no limit)."""
     render_frame: Callable[[Any, dict[str, float]], Any] | None = None
     """Optional ``(params, one env's state as floats) -> (H, W, 3) uint8 array``."""
+    kernel_binding: Any | None = None
+    """Optional :class:`gpu_vecenv.backends.cuda.KernelBinding` for kernels outside
+    ``cuda_src/`` (a custom env's); ``None``: the shipped kernels named after ``name``."""
     render_fps: int = 50
     """Frames per second of a rendered episode (Gymnasium's value for the env)."""
 

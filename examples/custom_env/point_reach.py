@@ -21,11 +21,13 @@ truncated after 200 steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from gpu_vecenv.backends.cuda import KernelBinding
 from gpu_vecenv.definition import EnvDefinition, State, StateField
 from gpu_vecenv.seeding import uniform
 
@@ -82,6 +84,12 @@ def observe(p: PointReachParams, state: State) -> torch.Tensor:
                         state["target"] - state["position"]], dim=-1)
 
 
+def kernel_consts(p: PointReachParams) -> list[tuple[str, np.float32]]:
+    """The C ``Consts`` struct of point_reach.cu, field by field, rounded to float32."""
+    return [(name, np.float32(getattr(p, name)))
+            for name in ("force", "dt", "max_speed", "goal_tolerance", "speed_tolerance")]
+
+
 DEFINITION = EnvDefinition(
     name="point_reach",
     params_type=PointReachParams,
@@ -93,13 +101,11 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=200,
+    # The CUDA backend compiles this file (cuda_src/common/ headers on the include path).
+    kernel_binding=KernelBinding(
+        "point_reach", kernel_consts, path=str(Path(__file__).with_name("point_reach.cu"))
+    ),
 )
-
-
-def kernel_consts(p: PointReachParams) -> list[tuple[str, np.float32]]:
-    """The C ``Consts`` struct of point_reach.cu, field by field, rounded to float32."""
-    return [(name, np.float32(getattr(p, name)))
-            for name in ("force", "dt", "max_speed", "goal_tolerance", "speed_tolerance")]
 
 
 def register(env_id: str = "PointReach-v0") -> None:

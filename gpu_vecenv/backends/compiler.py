@@ -69,8 +69,14 @@ def nvcc_version(nvcc: str) -> str:
     return result.stdout
 
 
-def source_path(name: str) -> Path:
-    """``cuda_src/<name>.cu``; a clear error if there is no such kernel file."""
+def source_path(name: str, path: str | os.PathLike | None = None) -> Path:
+    """``cuda_src/<name>.cu``, or ``path`` (a kernel file of your own, e.g. a custom env's);
+    a clear error if there is no such file."""
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no kernel file {path}")
+        return path
     path = CUDA_SRC / f"{name}.cu"
     if not path.is_file():
         available = sorted(p.stem for p in CUDA_SRC.glob("*.cu"))
@@ -97,11 +103,12 @@ def build_command(
 
 
 def cache_key(name: str, capability: tuple[int, int], nvcc: str,
-              extra_flags: tuple[str, ...] = ()) -> str:
+              extra_flags: tuple[str, ...] = (),
+              path: str | os.PathLike | None = None) -> str:
     """Hash of the source, every common header, the flags, nvcc's version and the arch."""
     digest = hashlib.sha256()
-    for path in (source_path(name), *_headers()):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for file in (source_path(name, path), *_headers()):
+        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
     digest.update(" ".join((arch_flag(capability), *NVCC_FLAGS, *extra_flags)).encode())
     digest.update(nvcc_version(nvcc).encode())
     return digest.hexdigest()[:24]
@@ -109,7 +116,7 @@ def cache_key(name: str, capability: tuple[int, int], nvcc: str,
 
 def compile_cubin(
     name: str, capability: tuple[int, int], extra_flags: tuple[str, ...] = (),
-    nvcc: str | None = None,
+    nvcc: str | None = None, path: str | os.PathLike | None = None,
 ) -> Path:
     """Path of the cubin of ``cuda_src/<name>.cu`` for ``sm_XY``, compiling it if needed.
 
@@ -120,8 +127,8 @@ def compile_cubin(
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
         raise RuntimeError("nvcc (the CUDA compiler) is not on PATH and CUDA_HOME is not set")
-    source = source_path(name)
-    key = cache_key(name, capability, nvcc, extra_flags)
+    source = source_path(name, path)
+    key = cache_key(name, capability, nvcc, extra_flags, path)
     target = cache_dir() / f"{name}-sm_{capability[0]}{capability[1]}-{key}.cubin"
     if target.is_file():
         return target
@@ -145,10 +152,10 @@ def compile_cubin(
     return target
 
 
-_modules: dict[tuple[str, int], object] = {}
+_modules: dict[tuple[str, int, str | None], object] = {}
 
 
-def load_module(name: str, device_index: int):
+def load_module(name: str, device_index: int, path: str | os.PathLike | None = None):
     """The PyCUDA module of ``cuda_src/<name>.cu`` loaded into torch's primary context of
     CUDA device ``device_index`` (compiled for that device's arch; loaded once per process).
 
@@ -156,7 +163,7 @@ def load_module(name: str, device_index: int):
     the one PyTorch's runtime uses, retained (never created); it is pushed only while the
     module loads, then popped, so PyCUDA leaves the thread's context stack as it found it.
     """
-    key = (name, device_index)
+    key = (name, device_index, None if path is None else str(path))
     module = _modules.get(key)
     if module is not None:
         return module
@@ -164,7 +171,7 @@ def load_module(name: str, device_index: int):
     import torch
 
     capability = torch.cuda.get_device_capability(device_index)
-    cubin = compile_cubin(name, capability)
+    cubin = compile_cubin(name, capability, path=path)
     torch.cuda.init()  # torch's runtime makes the primary context current on this thread
     cuda.init()
     context = _primary_context(device_index)

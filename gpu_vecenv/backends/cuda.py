@@ -72,6 +72,8 @@ class KernelBinding:
 
     source: str
     consts: Callable[[Any], Consts]
+    path: str | None = None
+    """A kernel file outside ``cuda_src/`` (a custom env's); ``None``: ``cuda_src/<source>.cu``."""
 
     def pack_format(self, params: Any) -> tuple[str, tuple[Any, ...]]:
         """PyCUDA/struct format and values of the ``Consts`` struct."""
@@ -256,7 +258,7 @@ class CudaBackend:
                              "32-bit indices")
         self.device = ctx.device
         self._device_index = ctx.device.index if ctx.device.index is not None else 0
-        module = load_module(binding.source, self._device_index)
+        module = load_module(binding.source, self._device_index, binding.path)
         consts_fmt, consts = binding.pack_format(ctx.params)
         state_ptrs = tuple(b.state[f.name].data_ptr() for f in definition.state_fields)
         buffer_ptrs = (b.elapsed.data_ptr(), b.rng_counter.data_ptr(), b.seed.data_ptr(),

@@ -88,3 +88,17 @@ def test_kernel_math_equals_reference_by_state_injection(tmp_path):
                             reward, terminated.float(), obs[:, 0], obs[:, 1], obs[:, 2]], dim=1)
     assert bool(terminated.any())  # the comparison covers terminal steps
     assert torch.equal(host, expected)  # bit for bit
+
+
+@pytest.mark.gpu
+def test_kernel_runs_through_the_cuda_backend_and_matches_the_reference():
+    report = check_env(point_reach.DEFINITION, num_envs=4096, steps=300, device="cuda",
+                       check_kernel=True)
+    assert "kernel" in report.passed
+
+
+def test_definition_points_the_cuda_backend_at_its_own_kernel_file():
+    binding = point_reach.DEFINITION.kernel_binding
+    assert Path(binding.path) == HERE / "point_reach.cu" and Path(binding.path).is_file()
+    names = [name for name, _ in binding.consts(point_reach.PointReachParams())]
+    assert names == ["force", "dt", "max_speed", "goal_tolerance", "speed_tolerance"]

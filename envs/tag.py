@@ -15,18 +15,25 @@ Agents ``0 … T-1`` are taggers (``tagger_0 …``), the rest runners (``runner_
 (``min/max_acceleration``, ``min/max_turn``).
 
 ## Observation Space
-``Box(D,)`` float32, feature-major. Full mode (``use_full_observation``): ``D = 7·(N-1) + 1``,
-the ``N-1`` others in id order; partial mode: ``D = 7·K + 1``, the ``K`` nearest others
-still in the game by increasing distance (ties: lower id first), zero-padded. Features:
-Δx/(√2·L), Δy/(√2·L), Δspeed/(max_speed+1e-10), Δacc/(max_speed+1e-10), Δdir/(2π)
-(each value normalised, then other − self), the other's role (1 tagger, 0 runner), the
-other's in-game flag; then ``t / episode_length``; then (``observe_own_role``, default)
-the agent's own role (1 tagger, 0 runner), so that one shared policy can tell roles apart.
+``Box(-b, b, (D,))`` float32 with ``b = max(1, 2.002 · max skill level)``, feature-major.
+Full mode (``use_full_observation``): the ``N-1`` others in id order; partial mode: the
+``K`` nearest others still in the game by increasing distance (ties: lower id first),
+zero-padded. For each of the features Δx/(√2·L), Δy/(√2·L), Δspeed/(max_speed+1e-10),
+Δacc/(max_speed+1e-10), Δdir/(2π) (each value normalised, then other − self), the other's
+role (1 tagger, 0 runner) and the other's in-game flag, the values of all observed
+others; then ``t / episode_length``; then (``observe_own_role``, default) the agent's own
+role, so that one shared policy can tell roles apart. ``D = 7·(N-1) + 2`` (full) or
+``7·K + 2`` (partial), one less without the own role. An agent out of the game sees zero
+Δs and time (full mode) or all zeros (partial mode).
 
 ## Rewards
 Per step: ``edge_hit_penalty`` for leaving the field, the role's step reward, ``±tag``
 rewards for a tag (a tagger once per runner it tags), ``end_of_game_reward_for_runner``
-for every runner still in the game when ``t == episode_length``.
+for every runner still in the game when ``t == episode_length`` (not for one tagged on
+that step). A runner's nearest tagger is the one at the smallest float32 squared distance
+(lowest index on ties); the runner is tagged when the square root of that distance is below
+``tagging_distance · L``. Tags of one step are resolved from the positions after every
+agent moved, independently of each other, so the result never depends on an order.
 
 ## Starting State
 x, y uniform in ``[0, L)``; direction uniform in {0, π/2, π, 3π/2}; speed and acceleration
@@ -190,14 +197,11 @@ def roles(params: TagParams) -> tuple[str, ...]:
 
 
 def observation_space(params: TagParams) -> gym.spaces.Box:
-    # Positions and directions differ by at most 1 after normalising; speeds by the top
-    # speed over max_speed, accelerations (always below the top speed) by twice that.
+    # Positions, directions, roles, flags and time lie in [-1, 1]; speed differences reach
+    # the top speed over max_speed, acceleration differences twice that.
     speed = max(params.skill_level_tagger, params.skill_level_runner) * 1.001
-    per_feature = [1.0, 1.0, speed, 2 * speed, 1.0, 1.0, 1.0]
-    high = np.repeat(np.array(per_feature, dtype=F32), params.num_observed)
-    high = np.concatenate([high, np.ones(1 + int(params.observe_own_role), dtype=F32)])
-    low = np.where(np.arange(high.size) < 5 * params.num_observed, -high, 0.0).astype(F32)
-    return gym.spaces.Box(low, high, dtype=np.float32)
+    high = float(F32(max(1.0, 2 * speed)))
+    return gym.spaces.Box(-high, high, shape=(params.obs_dim,), dtype=np.float32)
 
 
 def action_space(params: TagParams) -> gym.spaces.MultiDiscrete:

@@ -15,7 +15,9 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "__version__"]
+__all__ = [
+    "GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "parallel_env", "__version__"
+]
 
 
 def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any):

@@ -27,6 +27,15 @@ TARGET_SECONDS = 0.2
 """Each timed repeat runs about this long (at least 10 steps)."""
 
 
+def _json_dict(text: str) -> dict:
+    import json
+
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"--env-kwargs must be a JSON object, got {text!r}")
+    return value
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", nargs="+", default=["GPUCartPole-v1"],
                         help="env ids, or 'all' (default GPUCartPole-v1)")
@@ -43,6 +52,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="also time Gymnasium's numpy vector env")
     parser.add_argument("--gym-max-envs", type=int, default=16_384,
                         help="largest size timed for --vs gymnasium (default 16384)")
+    parser.add_argument("--env-kwargs", type=_json_dict, default={}, metavar="JSON",
+                        help='env parameters as a JSON object, e.g. '
+                             '\'{"preset": "warpdrive_training", "num_runners": 100}\'')
     parser.add_argument("--json", default=None, metavar="PATH", help="write results as JSON")
     parser.add_argument("--plot", default=None, metavar="PATH", help="write a log-log PNG")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
@@ -91,9 +103,13 @@ def bytes_per_env_step(env) -> int:
     terminated, truncated and invalid flag written."""
     import numpy as np
 
-    state = 4 * len(env.definition.state_fields)
     action = env.actions.dtype.itemsize * int(np.prod(env.single_action_space.shape or (1,)))
-    return 2 * state + 2 * 4 + 1 + action + 4 * env.obs_dim + 4 + 3
+    per_slot = 4 * env.obs_dim + 4 + 3
+    if hasattr(env, "num_agents"):  # multi-agent: an env-step is a game step
+        agent_state = sum(f.dtype.itemsize for f in env.definition.agent_fields)
+        return env.num_agents * (2 * agent_state + action + per_slot)
+    state = 4 * len(env.definition.state_fields)
+    return 2 * state + 2 * 4 + 1 + action + per_slot
 
 
 def copy_bandwidth(device) -> float:
@@ -128,7 +144,7 @@ def bench_point(env_id: str, backend: str, n: int, device, args) -> dict[str, An
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
     env = make_vec(env_id, n, device=device, backend=backend, copy=False,
-                   autoreset_mode=args.autoreset_mode)
+                   autoreset_mode=args.autoreset_mode, **args.env_kwargs)
     env.reset(seed=0)
     _sync(device)
     persistent = torch.cuda.memory_allocated(device) - base if device.type == "cuda" else None
@@ -146,6 +162,8 @@ def bench_point(env_id: str, backend: str, n: int, device, args) -> dict[str, An
         "steps_per_repeat": steps, "repeats": args.repeats,
         "seconds_per_step": seconds, "env_steps_per_s": n / seconds,
         "step_calls_per_s": 1 / seconds,
+        # one per agent slot (equal to env_steps_per_s for single-agent envs)
+        "agent_steps_per_s": env.num_envs / seconds,
         "spread": (max(times) - min(times)) / statistics.median(times),
         "gpu_bytes_per_env": None if persistent is None else persistent / n,
     }

@@ -27,6 +27,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random", nargs="?", const=True, default=False, metavar="POLICY",
                         help="play uniform random actions instead (a baseline); with a "
                              "policy name, only for that policy (e.g. --random runner)")
+    parser.add_argument("--stochastic", action="store_true",
+                        help="sample actions from the policy instead of taking the most "
+                             "likely one (PPO, A2C)")
     parser.add_argument("--json", metavar="OUT.json", default=None,
                         help="also write the result as JSON")
 
@@ -41,7 +44,8 @@ def main(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     config, models, step = load_models(args.path, device)
     result = evaluate(config, models, args.episodes, device, seed=args.seed,
-                      random_policy=args.random, gif_path=args.gif)
+                      random_policy=args.random, stochastic=args.stochastic,
+                      gif_path=args.gif)
     result["global_step"] = step
     who = f"checkpoint at step {step:,}"
     if args.random is True:

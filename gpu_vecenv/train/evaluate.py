@@ -65,7 +65,7 @@ def load_models(path: str | Path, device: torch.device
 @torch.no_grad()
 def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
              device: torch.device, *, seed: int | None = None,
-             random_policy: bool | str | list[str] = False,
+             random_policy: bool | str | list[str] = False, stochastic: bool = False,
              gif_path: str | Path | None = None, max_steps: int = 100_000
              ) -> dict[str, Any]:
     """Play ``episodes`` episodes (games) and return their mean returns.
@@ -73,7 +73,8 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
     ``models``: policy name -> network (or the trainer's policy groups).
     ``random_policy``: ``True`` plays uniform random actions for every slot; a policy
     name (or list of names) only for those policies (e.g. trained taggers against
-    random runners). Returns
+    random runners). ``stochastic``: sample from the policies (PPO, A2C) instead of
+    playing their most likely action. Returns
     ``{"episodes", "mean_return", "std_return", "mean_length", "policies": {name:
     {"mean_return_per_agent", "mean_return_per_game"}}}`` (``mean_return`` is per slot
     for single-agent envs: the usual episode return).
@@ -122,6 +123,8 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
             mask = slot_owner == k
             if name in random_names:
                 chosen = _random_actions(spec, n, device, generator)
+            elif stochastic and hasattr(models[name], "act"):
+                chosen, _ = models[name].act(obs, generator)
             else:
                 chosen = models[name].deterministic_action(obs)
                 if spec.kind == "box":
@@ -143,6 +146,7 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
     per_game = returns.reshape(games, agents)
     result: dict[str, Any] = {
         "env": t.env, "episodes": games, "random_policies": sorted(random_names),
+        "stochastic": stochastic,
         "mean_return": float(returns.mean()), "std_return": float(returns.std()) if n > 1
         else 0.0, "mean_length": float(lengths.mean()), "policies": {}}
     for k, name in enumerate(names):

@@ -14,14 +14,8 @@ or on the command line: ``gpu-vecenv train --env GPUCartPole-v1``. See docs/trai
 
 from __future__ import annotations
 
-from gpu_vecenv.train.config import (
-    A2CConfig,
-    Config,
-    DDPGConfig,
-    PPOConfig,
-    TrainerConfig,
-    load_config,
-)
+from gpu_vecenv.train.config import A2CConfig, Config, DDPGConfig, PPOConfig, TrainerConfig
+from gpu_vecenv.train.config_loading import load_config
 from gpu_vecenv.train.evaluate import evaluate, load_models
 from gpu_vecenv.train.presets import default_config_path
 from gpu_vecenv.train.trainer import Trainer, TrainResult, train

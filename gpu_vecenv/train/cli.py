@@ -18,7 +18,8 @@ import dataclasses
 import typing
 from pathlib import Path
 
-from gpu_vecenv.train.config import SECTIONS, field_docs, load_yaml, type_name
+from gpu_vecenv.train.config import SECTIONS
+from gpu_vecenv.train.config_loading import field_docs, load_yaml, type_name
 
 _SHORTCUTS = {"env": "env", "algo": "algo", "num_envs": "num_envs",
               "total_steps": "total_steps", "seed": "seed", "device": "device",
@@ -64,7 +65,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def resolve_config(args: argparse.Namespace):
     """The validated config of the command line (no env is built)."""
-    from gpu_vecenv.train.config import apply_override, config_from_dict
+    from gpu_vecenv.train.config_loading import apply_override, config_from_dict
     from gpu_vecenv.train.presets import CONFIG_DIR, default_config_path
 
     raw: dict = {}
@@ -111,7 +112,7 @@ def resolve_config(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpu_vecenv.train.config import save_yaml
+    from gpu_vecenv.train.config_loading import save_yaml
     from gpu_vecenv.train.trainer import Trainer
 
     config = resolve_config(args)

@@ -16,7 +16,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.train.checkpoint import find_checkpoint, load_checkpoint
-from gpu_vecenv.train.config import Config, DDPGConfig, config_from_dict
+from gpu_vecenv.train.config import Config, DDPGConfig
+from gpu_vecenv.train.config_loading import config_from_dict
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic, DeterministicActorCritic
 from gpu_vecenv.train.policies import agent_roles, slot_assignment

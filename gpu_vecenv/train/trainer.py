@@ -19,7 +19,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.train import checkpoint as ckpt
-from gpu_vecenv.train.config import Config, DDPGConfig, config_from_dict, save_yaml
+from gpu_vecenv.train.config import Config, DDPGConfig
+from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
 from gpu_vecenv.train.ddpg import DDPGLearner
 from gpu_vecenv.train.logger import MetricsWriter, Progress
 from gpu_vecenv.train.policies import PolicyGroup, build_groups

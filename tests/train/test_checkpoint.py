@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gpu_vecenv.train import checkpoint as ckpt
-from gpu_vecenv.train.config import load_config
+from gpu_vecenv.train.config_loading import load_config
 from gpu_vecenv.train.evaluate import load_models
 from gpu_vecenv.train.trainer import Trainer
 

@@ -9,11 +9,8 @@ import pytest
 
 from gpu_vecenv.registry import ENVS
 from gpu_vecenv.train import cli as train_cli
-from gpu_vecenv.train.config import (
-    SECTIONS,
-    A2CConfig,
-    Config,
-    PPOConfig,
+from gpu_vecenv.train.config import SECTIONS, A2CConfig, Config, PPOConfig
+from gpu_vecenv.train.config_loading import (
     apply_override,
     config_from_dict,
     field_docs,

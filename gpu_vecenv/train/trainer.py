@@ -8,6 +8,7 @@ checkpoints, so on a GPU the host runs ahead and only queues work.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.train import checkpoint as ckpt
-from gpu_vecenv.train.config import Config, DDPGConfig
+from gpu_vecenv.train.config import ALGO_CONFIGS, Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
 from gpu_vecenv.train.ddpg import DDPGLearner
 from gpu_vecenv.train.logger import MetricsWriter, Progress
@@ -311,8 +312,6 @@ def train(config: Config | str, algo_config: Any = None, *, resume: bool = False
         result = train("GPUCartPole-v1", PPOConfig(), num_envs=64, total_steps=200_000)
     """
     if isinstance(config, str):
-        from gpu_vecenv.train.config import ALGO_CONFIGS
-
         raw: dict[str, Any] = {"trainer": {"env": config, **trainer}}
         if algo_config is not None:
             names = {cls: name for name, cls in ALGO_CONFIGS.items()}
@@ -320,10 +319,8 @@ def train(config: Config | str, algo_config: Any = None, *, resume: bool = False
                 raise TypeError(f"algo_config must be one of {list(ALGO_CONFIGS.values())}")
             name = names[type(algo_config)]
             raw["trainer"]["algo"] = name
-            raw[name] = {k: v for k, v in Config().to_dict()[name].items()}
-            import dataclasses
-
-            raw[name].update(dataclasses.asdict(algo_config))
+            # Through the dict form, so the same validation applies as for YAML files.
+            raw[name] = dataclasses.asdict(algo_config)
         config = config_from_dict(raw)
     elif trainer or algo_config is not None:
         raise TypeError("pass trainer fields and algo_config only with an env id")

@@ -4,7 +4,7 @@
 Taggers chase runners on a square field ``[0, L]²``. Every agent steers by changing
 its acceleration and direction; a runner closer than ``tagging_distance · L`` to its
 nearest tagger is tagged and (by default) leaves the game. The full rules, with the
-deliberate deviations from WarpDrive, are in TAG_RULES.md; this module is their
+deliberate deviations from WarpDrive, are in docs/tag_rules.md; this module is their
 reference implementation (pure torch functions of ``(G, A)`` tensors).
 
 Agents ``0 … T-1`` are taggers (``tagger_0 …``), the rest runners (``runner_0 …``).
@@ -128,7 +128,7 @@ class TagParams:
 
     @classmethod
     def warpdrive_training(cls, **overrides) -> TagParams:
-        """WarpDrive's training configuration (the bracketed values of TAG_RULES.md)."""
+        """WarpDrive's training configuration (the bracketed values of docs/tag_rules.md)."""
         preset = cls(num_taggers=10, num_runners=100, grid_length=20.0, episode_length=500,
                      min_acceleration=-0.1, max_acceleration=0.1, num_acceleration_levels=20,
                      min_turn=-2.356, max_turn=2.356, num_turn_levels=20,

@@ -4,7 +4,7 @@
 Taggers chase one runner on the cells ``0 … L`` of a square grid. The game ends as soon
 as a tagger stands on the runner's cell. Agents ``0 … T-1`` are taggers
 (``tagger_0 …``); the last agent is the runner (``runner_0``). The full rules are in
-TAG_RULES.md; this module is their reference implementation.
+docs/tag_rules.md; this module is their reference implementation.
 
 ## Action Space
 ``Discrete(5)`` per agent: 0 stay, 1 +x, 2 −x, 3 +y, 4 −y.
@@ -80,7 +80,7 @@ class TagGridParams:
 
     @classmethod
     def warpdrive_training(cls, **overrides) -> TagGridParams:
-        """WarpDrive's training configuration (the bracketed values of TAG_RULES.md)."""
+        """WarpDrive's training configuration (the bracketed values of docs/tag_rules.md)."""
         return replace(cls(num_taggers=4, grid_length=100, tag_penalty_for_runner=5.0),
                        **overrides)
 

@@ -1,4 +1,4 @@
-"""Gridworld Tag's torch reference against scenarios worked out by hand (TAG_RULES.md)."""
+"""Gridworld Tag's torch reference against scenarios worked out by hand (docs/tag_rules.md)."""
 
 from __future__ import annotations
 

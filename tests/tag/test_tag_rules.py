@@ -1,4 +1,4 @@
-"""Continuous Tag's torch reference against scenarios worked out by hand (TAG_RULES.md).
+"""Continuous Tag's torch reference against scenarios worked out by hand (docs/tag_rules.md).
 
 Every scenario builds one or two games' state directly, steps the pure ``step`` once with
 chosen actions, and checks the numbers the rules give. Action tables used below (with

@@ -19,6 +19,7 @@ import statistics
 import time
 
 import torch
+
 from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 

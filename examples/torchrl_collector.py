@@ -13,11 +13,12 @@ import argparse
 import time
 
 import torch
-from gpu_vecenv.adapters.torchrl import TorchRLEnv
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import ProbabilisticActor
+
+from gpu_vecenv.adapters.torchrl import TorchRLEnv
 
 try:  # TorchRL >= 0.11 names the synchronous collector Collector
     from torchrl.collectors import Collector

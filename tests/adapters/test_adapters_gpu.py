@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_vecenv.envs import cartpole
 
 from gpu_vecenv.checks import check_env
+from gpu_vecenv.envs import cartpole
 
 pytestmark = pytest.mark.gpu
 
@@ -28,8 +28,9 @@ def test_sb3_adapter_on_cuda_matches_the_cpu_reference():
 
 
 def test_torchrl_adapter_on_cuda_keeps_tensors_on_the_device():
-    from gpu_vecenv.adapters.torchrl import TorchRLEnv, TorchRLTagEnv
     from torchrl.envs.utils import check_env_specs
+
+    from gpu_vecenv.adapters.torchrl import TorchRLEnv, TorchRLTagEnv
 
     env = TorchRLEnv("GPUCartPole-v1", num_envs=1024, device="cuda")
     check_env_specs(env, seed=0)

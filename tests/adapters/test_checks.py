@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 import torch
-from gpu_vecenv.envs import cartpole
 
 from gpu_vecenv import make_vec
 from gpu_vecenv.checks import EnvCheckError, check_env
+from gpu_vecenv.envs import cartpole
 
 GOOD = cartpole.DEFINITION
 

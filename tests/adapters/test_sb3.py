@@ -10,11 +10,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from gpu_vecenv.adapters.sb3 import SB3VecEnv
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import VecCheckNan, VecMonitor, VecNormalize
 
 from gpu_vecenv import make_vec
+from gpu_vecenv.adapters.sb3 import SB3VecEnv
 
 SPACES = [("GPUCartPole-v1", gym.spaces.Discrete, (8,)),
           ("GPUMountainCarContinuous-v0", gym.spaces.Box, (8, 1))]

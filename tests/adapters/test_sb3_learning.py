@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gpu_vecenv.adapters.sb3 import SB3VecEnv
 from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecMonitor
+
+from gpu_vecenv.adapters.sb3 import SB3VecEnv
 
 
 @pytest.mark.slow

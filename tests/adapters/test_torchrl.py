@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 import torch
-from gpu_vecenv.adapters.torchrl import TorchRLEnv, space_to_spec
 from tensordict import TensorDict
 from torchrl.data import Bounded, Categorical, MultiCategorical
 from torchrl.envs.utils import RandomPolicy, check_env_specs
 
 from gpu_vecenv import make_vec
+from gpu_vecenv.adapters.torchrl import TorchRLEnv, space_to_spec
 
 try:  # TorchRL >= 0.11 names the synchronous collector Collector
     from torchrl.collectors import Collector

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gpu_vecenv.adapters.torchrl import TorchRLTagEnv
 from tensordict import TensorDict
 from torchrl.envs.utils import check_env_specs
+
+from gpu_vecenv.adapters.torchrl import TorchRLTagEnv
 
 
 @pytest.mark.parametrize("env_id", ["GPUTag-v0", "GPUTagGrid-v0"])

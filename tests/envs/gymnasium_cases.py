@@ -17,7 +17,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gpu_vecenv.envs import acrobot, cartpole, mountain_car, mountain_car_continuous, pendulum
 from gymnasium.envs.classic_control.acrobot import AcrobotEnv
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.envs.classic_control.continuous_mountain_car import Continuous_MountainCarEnv
@@ -25,6 +24,7 @@ from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 from gpu_vecenv.definition import EnvDefinition
+from gpu_vecenv.envs import acrobot, cartpole, mountain_car, mountain_car_continuous, pendulum
 from gpu_vecenv.vector_env import GpuVectorEnv
 
 Policy = Callable[[np.random.Generator, np.ndarray], Any]

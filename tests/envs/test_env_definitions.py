@@ -315,8 +315,9 @@ def test_reset_seeding(name):
 def test_acrobot_wrap_equals_gymnasiums_loops():
     """The closed-form wrap against Gymnasium's ``wrap`` (while loops), far beyond one
     turn and on the boundaries, where Gymnasium keeps both -pi and pi."""
-    from gpu_vecenv.envs.acrobot import _wrap
     from gymnasium.envs.classic_control.acrobot import wrap
+
+    from gpu_vecenv.envs.acrobot import _wrap
 
     k = np.arange(-7, 8)
     x = np.concatenate([np.linspace(-60.0, 60.0, 20001), k * np.pi, np.nextafter(k * np.pi, 0)])

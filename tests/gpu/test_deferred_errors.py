@@ -27,7 +27,8 @@ def test_deferred_error_surfaces_within_a_few_steps(backend):
     assert not torch.equal(before["x"], after["x"]), "the other envs stepped"
     steps = 0
     with pytest.raises(InvalidActionError, match="1 invalid action"):
-        for steps in range(1, 4 * GpuVectorEnv.ERROR_FLAG_INTERVAL):
+        while steps < 4 * GpuVectorEnv.ERROR_FLAG_INTERVAL:
+            steps += 1
             torch.cuda.synchronize()
             env.step(good)
     assert steps <= 2 * GpuVectorEnv.ERROR_FLAG_INTERVAL + 1

@@ -19,9 +19,10 @@ import math
 
 import pytest
 import torch
+from gymnasium.vector import AutoresetMode
+
 from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
-from gymnasium.vector import AutoresetMode
 
 pytestmark = pytest.mark.gpu
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from gpu_vecenv.envs.tag_grid import TagGridParams, observe, reset, step
 
 STAY, RIGHT, LEFT, UP, DOWN = range(5)

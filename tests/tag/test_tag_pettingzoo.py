@@ -7,10 +7,10 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from gpu_vecenv.adapters.pettingzoo import parallel_env
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import gpu_vecenv
+from gpu_vecenv.adapters.pettingzoo import parallel_env
 
 CASES = [
     ("GPUTag-v0", {}),

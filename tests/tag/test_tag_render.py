@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
-
 from gpu_vecenv.tag_render import RUNNER, TAGGER, record_episode
 
 

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from gpu_vecenv.envs.tag import TagParams, observe, step
 
 LEVELS = dict(num_acceleration_levels=3, num_turn_levels=3, min_acceleration=-1.0,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 
 from gpu_vecenv.actions import InvalidActionError
+from gpu_vecenv.envs.tag import TagVectorEnv
+from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 
 
 def rollout(env, seed, steps=15):

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from gpu_vecenv.envs.tag import TagVectorEnv, observe
 from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.envs.tag import TagVectorEnv, observe
 
 T, F = True, False
 NOOP = torch.zeros((6, 2), dtype=torch.int64)

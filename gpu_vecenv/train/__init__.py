@@ -14,23 +14,33 @@ or on the command line: ``gpu-vecenv train --env GPUCartPole-v1``. See docs/trai
 
 from __future__ import annotations
 
-from gpu_vecenv.train.config import A2CConfig, Config, DDPGConfig, PPOConfig, TrainerConfig
-from gpu_vecenv.train.config_loading import load_config
-from gpu_vecenv.train.evaluate import evaluate, load_models
-from gpu_vecenv.train.presets import default_config_path
-from gpu_vecenv.train.trainer import Trainer, TrainResult, train
+import importlib
 
-__all__ = [
-    "A2CConfig",
-    "Config",
-    "DDPGConfig",
-    "PPOConfig",
-    "TrainResult",
-    "Trainer",
-    "TrainerConfig",
-    "default_config_path",
-    "evaluate",
-    "load_config",
-    "load_models",
-    "train",
-]
+# Loaded on first use, so that `gpu-vecenv --help` and config parsing do not import torch.
+_EXPORTS = {
+    "A2CConfig": "gpu_vecenv.train.config",
+    "Config": "gpu_vecenv.train.config",
+    "DDPGConfig": "gpu_vecenv.train.config",
+    "PPOConfig": "gpu_vecenv.train.config",
+    "TrainerConfig": "gpu_vecenv.train.config",
+    "load_config": "gpu_vecenv.train.config_loading",
+    "evaluate": "gpu_vecenv.train.evaluation",
+    "load_models": "gpu_vecenv.train.evaluation",
+    "default_config_path": "gpu_vecenv.train.presets",
+    "TrainResult": "gpu_vecenv.train.trainer",
+    "Trainer": "gpu_vecenv.train.trainer",
+    "train": "gpu_vecenv.train.trainer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpu_vecenv.train' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

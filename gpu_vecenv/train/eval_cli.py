@@ -36,7 +36,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from gpu_vecenv.train.cli import _format_evaluation
-    from gpu_vecenv.train.evaluate import evaluate, load_models, write_evaluation
+    from gpu_vecenv.train.evaluation import evaluate, load_models, write_evaluation
     from gpu_vecenv.train.trainer import resolve_device
 
     if args.episodes < 1:

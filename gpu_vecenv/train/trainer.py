@@ -66,7 +66,7 @@ class TrainResult:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     """every logged row (as in ``metrics.jsonl``)"""
     evaluation: dict[str, Any] | None = None
-    """:func:`gpu_vecenv.train.evaluate.evaluate` result, if ``eval_episodes > 0``"""
+    """:func:`gpu_vecenv.train.evaluation.evaluate` result, if ``eval_episodes > 0``"""
 
 
 class Trainer:
@@ -166,7 +166,7 @@ class Trainer:
         elapsed = time.perf_counter() - start
         evaluation = None
         if t.eval_episodes > 0 and self.iteration == self.num_iterations:
-            from gpu_vecenv.train.evaluate import evaluate, write_evaluation
+            from gpu_vecenv.train.evaluation import evaluate, write_evaluation
 
             evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
             write_evaluation(evaluation, self.run_dir / "eval.json")

@@ -10,7 +10,7 @@ import torch
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train.config_loading import load_config
-from gpu_vecenv.train.evaluate import load_models
+from gpu_vecenv.train.evaluation import load_models
 from gpu_vecenv.train.trainer import Trainer
 
 LOSS_KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "critic_loss",

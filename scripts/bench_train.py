@@ -3,6 +3,8 @@ GPUCartPole-v1, with a roll-out / update breakdown; writes JSON.
 
     python scripts/bench_train.py bench_train.json                    # GPU defaults
     python scripts/bench_train.py out.json --device cpu --sizes 64 --iterations 20
+    python scripts/bench_train.py tag.json --env GPUTag-v0 --sizes 2000 --iterations 20 \
+        --env-kwargs '{"preset": "warpdrive_training", "num_taggers": 5, "num_runners": 100}'
 
 Per env count (default 2,048 and 16,384; 16 steps per env, 4 epochs x 4 minibatches,
 the anchors of issue 5) it runs three measurements, each in a fresh Python process:
@@ -15,7 +17,10 @@ the anchors of issue 5) it runs three measurements, each in a fresh Python proce
 3. ``time_to_475``: trains until the mean training return of the episodes finished in
    an iteration reaches 475 (read every iteration); reports seconds since the process
    started (interpreter, imports and CUDA start-up included) and since training
-   started, the env steps used, and a check by 100 evaluation episodes.
+   started, the env steps used, and a check by 100 evaluation episodes (CartPole only).
+
+With ``--env`` another env is measured (throughput and breakdown; ``--sizes`` counts
+games for Tag, and the rates are agent-steps/s).
 """
 
 from __future__ import annotations
@@ -44,6 +49,16 @@ def process_start_time() -> float:
         return _PROCESS_T0
 
 
+def _agents(args: argparse.Namespace) -> int:
+    """Vector slots per env (agents per game for a multi-agent env)."""
+    from gpu_vecenv.registration import make_vec
+
+    env = make_vec(args.env, 1, device="cpu", backend="torch", **json.loads(args.env_kwargs))
+    agents = env.num_envs
+    env.close()
+    return agents
+
+
 def worker(args: argparse.Namespace) -> dict:
     """One measurement in this process; returns its JSON-able result."""
     import torch
@@ -52,15 +67,16 @@ def worker(args: argparse.Namespace) -> dict:
     from gpu_vecenv.train.trainer import Trainer
 
     started = process_start_time()
-    steps = args.num_steps * args.num_envs
     mode = args.worker
-    total = steps * (args.max_iterations if mode == "time_to_475" else args.iterations)
+    iterations = args.max_iterations if mode == "time_to_475" else args.iterations
+    total = args.num_steps * args.num_envs * _agents(args) * iterations
     overrides = [f"ppo.num_steps={args.num_steps}", "ppo.update_epochs=4",
                  "ppo.num_minibatches=4", f"ppo.learning_rate={args.learning_rate}",
                  f"trainer.log_interval={1 if mode == 'time_to_475' else 10}",
                  f"trainer.sync_timing={'true' if mode == 'breakdown' else 'false'}"]
     with tempfile.TemporaryDirectory() as tmp:
-        config = load_config(None, overrides, env="GPUCartPole-v1", num_envs=args.num_envs,
+        config = load_config(None, overrides, env=args.env, num_envs=args.num_envs,
+                             env_kwargs=json.loads(args.env_kwargs),
                              total_steps=total, seed=args.seed, device=args.device,
                              backend=args.backend, run_dir=tmp, progress=False,
                              tensorboard=False, eval_episodes=0, checkpoint_interval=0)
@@ -77,12 +93,14 @@ def worker(args: argparse.Namespace) -> dict:
             return True
 
         trainer = Trainer(config, callback=callback)
+        steps = trainer.batch  # env steps (agent-steps for Tag) per iteration
         device = trainer.device
         t0 = time.time()
         trainer.run()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        result = {"mode": mode, "num_envs": args.num_envs, "num_steps": args.num_steps,
+        result = {"mode": mode, "env": args.env, "num_envs": args.num_envs,
+                  "vector_slots": trainer.num_slots, "num_steps": args.num_steps,
                   "device": str(device), "backend": trainer.env.backend_name,
                   "wall_seconds": time.time() - t0}
         if device.type == "cuda":
@@ -114,6 +132,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", help="JSON file to write")
     parser.add_argument("--device", default="auto", help="torch device (default: auto)")
+    parser.add_argument("--env", default="GPUCartPole-v1", help="env id (default CartPole)")
+    parser.add_argument("--env-kwargs", default="{}", help="env parameters as JSON")
     parser.add_argument("--backend", default="auto", choices=["auto", "cuda", "torch"])
     parser.add_argument("--sizes", default="2048,16384", help="env counts, comma-separated")
     parser.add_argument("--num-steps", type=int, default=16, help="roll-out steps per env")
@@ -135,13 +155,16 @@ def main() -> int:
         return 0
 
     results = []
+    modes = [m for m in args.modes.split(",")
+             if m != "time_to_475" or args.env == "GPUCartPole-v1"]
     for size in (int(s) for s in args.sizes.split(",")):
-        for mode in args.modes.split(","):
+        for mode in modes:
             cmd = [sys.executable, os.path.abspath(__file__), args.output, "--worker", mode,
                    "--num-envs", str(size), "--device", args.device, "--backend",
                    args.backend, "--num-steps", str(args.num_steps), "--iterations",
                    str(args.iterations), "--max-iterations", str(args.max_iterations),
-                   "--learning-rate", str(args.learning_rate), "--seed", str(args.seed)]
+                   "--learning-rate", str(args.learning_rate), "--seed", str(args.seed),
+                   "--env", args.env, "--env-kwargs", args.env_kwargs]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
             if proc.returncode != 0 or not lines:
@@ -151,14 +174,14 @@ def main() -> int:
             results.append(result)
             print(_summary(result), flush=True)
     with open(args.output, "w") as f:
-        json.dump({"benchmark": "PPO GPUCartPole-v1, 4 epochs x 4 minibatches",
+        json.dump({"benchmark": f"PPO {args.env}, 4 epochs x 4 minibatches",
                    "results": results}, f, indent=2)
     print(f"wrote {args.output}")
     return 0
 
 
 def _summary(r: dict) -> str:
-    head = f"{r['num_envs']:>6} envs  {r['mode']:<12}"
+    head = f"{r.get('env', '')} {r['num_envs']:>6} envs  {r['mode']:<12}"
     if "error" in r:
         return f"{head} FAILED: {r['error'].strip().splitlines()[-1] if r['error'] else ''}"
     if r["mode"] == "time_to_475":

@@ -4,8 +4,8 @@ Train in a few lines::
 
     from gpu_vecenv.train import PPOConfig, train
 
-    result = train("GPUCartPole-v1", PPOConfig(num_steps=16), num_envs=64,
-                   total_steps=200_000, seed=1)
+    result = train("GPUCartPole-v1", PPOConfig(learning_rate=2.5e-4), num_envs=16,
+                   total_steps=500_000, seed=1)
     print(result.evaluation["mean_return"], result.run_dir)
 
 or from a YAML file (``load_config("cartpole_ppo.yaml", ["ppo.learning_rate=1e-3"])``),

@@ -24,6 +24,7 @@ RUNS = {
                     "16", "--total-timesteps", "1024", "--log-every", "2"],
     "tag_pettingzoo_batched": ["tag_pettingzoo_batched.py", "--num-games", "4", "--steps",
                                "30", "--device", "cpu"],
+    "tag_quickstart": ["tag_quickstart.py", "--device", "cpu", "--games", "2"],
 }
 
 EXPECTED = {
@@ -33,6 +34,7 @@ EXPECTED = {
     "torchrl_collector": "batch 1: (16, 16)",
     "cleanrl_ppo": "iteration 4/4",
     "tag_pettingzoo_batched": "agent-steps/s",
+    "tag_quickstart": "runners tagged in 100 steps",
 }
 
 

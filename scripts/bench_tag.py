@@ -8,7 +8,7 @@ CUDA events around the timed loop, median of 5 runs. Also: the bytes a step must
 backend's kernels alone against the measured device-to-device copy
 bandwidth.
 
-    python examples/tag_bench.py [--device cuda] [--backend cuda] [--json out.json]
+    python scripts/bench_tag.py [--device cuda] [--backend cuda] [--json out.json]
 """
 
 from __future__ import annotations

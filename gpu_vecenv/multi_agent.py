@@ -47,6 +47,7 @@ from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv import seeding
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
+from gpu_vecenv.reset_and_state import reseed, reset_mask_option, seed_tensor, write_state
 from gpu_vecenv.tag_definition import ROLES, GameStep, MultiAgentDefinition
 from gpu_vecenv.tag_torch_backend import GameBuffers, GameOutputs, MultiAgentTorchBackend
 from gpu_vecenv.vector_env import GpuVectorEnv, default_device, parse_autoreset_mode
@@ -275,49 +276,23 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
     # -- seeding and options --
 
     def _apply_seed(self, seed: Any, mask: torch.Tensor | None) -> None:
-        b = self.buffers
         if seed is None:
             if self._seeded:
                 return
             seed = seeding.new_seed()
-        if isinstance(seed, (list, tuple, np.ndarray)):
-            if len(seed) != self.num_games:
-                raise ValueError(f"a list of seeds must have num_games={self.num_games} "
-                                 f"entries (one per game), got {len(seed)}")
-            values = [seeding.seed_as_int64(seeding.check_seed(s)) for s in seed]
-            new = torch.tensor(values, dtype=torch.int64, device=self.device)
-        else:
-            value = seeding.check_seed(seed)
-            new = torch.full((self.num_games,), seeding.seed_as_int64(value),
-                             dtype=torch.int64, device=self.device)
+        new, value = seed_tensor(seed, self.num_games, self.device, unit="num_games")
+        if value is not None:
             self._np_random_seed = value
             self._np_random, _ = gym.utils.seeding.np_random(value % 2**32)
-        if mask is None or not self._seeded:
-            b.seed.copy_(new)
-            b.rng_counter.zero_()
-        else:
-            b.seed.copy_(torch.where(mask, new, b.seed))
-            b.rng_counter.masked_fill_(mask, 0)
+        b = self.buffers
+        reseed(b.seed, b.rng_counter, new, mask if self._seeded else None)
         self._seeded = True
 
     def _parse_reset_mask(self, options: dict[str, Any] | None) -> torch.Tensor | None:
         """The ``(num_games,)`` bool mask of games to reset (``None``: all)."""
-        if options is None:
+        mask = reset_mask_option(options)
+        if mask is None:
             return None
-        if not isinstance(options, dict):
-            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
-        unknown = sorted(set(options) - {"reset_mask"})
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {unknown}; supported: ['reset_mask']")
-        if "reset_mask" not in options:
-            return None
-        mask = options["reset_mask"]
-        if isinstance(mask, np.ndarray):
-            if mask.dtype != np.bool_:
-                raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
-            mask = torch.from_numpy(mask)
-        elif not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise TypeError("options['reset_mask'] must be a bool numpy array or torch tensor")
         shape = tuple(mask.shape)
         if shape not in ((self.num_games,), (self.num_envs,)):
             raise ValueError(f"options['reset_mask'] must have shape ({self.num_games},) "
@@ -346,21 +321,7 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         anything is written). Returns the observations of the new state."""
         self._raise_if_closed()
         targets = self._state_targets()
-        unknown = sorted(set(state) - set(targets))
-        if unknown:
-            raise KeyError(f"unknown state key(s) {unknown}; valid: {sorted(targets)}")
-        converted = {}
-        for key, value in state.items():
-            target, tensor = targets[key], torch.as_tensor(value)
-            if tuple(tensor.shape) != tuple(target.shape):
-                raise ValueError(f"state[{key!r}] has shape {tuple(tensor.shape)}, "
-                                 f"expected {tuple(target.shape)}")
-            if tensor.dtype.is_floating_point and not target.dtype.is_floating_point:
-                raise TypeError(f"state[{key!r}] must be {target.dtype}, got {tensor.dtype}")
-            converted[key] = tensor.to(device=self.device, dtype=target.dtype)
-        for key, tensor in converted.items():
-            targets[key].copy_(tensor)
-        if converted:
+        if write_state(targets, state, self.device):
             self._has_reset = self._seeded = True
         obs = self._fresh().obs
         self.backend.observe(self._in_game(), obs)

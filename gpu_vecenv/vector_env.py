@@ -25,6 +25,7 @@ from gpu_vecenv.backends import resolve_backend
 from gpu_vecenv.backends.base import BackendContext
 from gpu_vecenv.buffers import EnvBuffers, StepOutputs
 from gpu_vecenv.definition import EnvDefinition
+from gpu_vecenv.reset_and_state import reseed, reset_mask_option, seed_tensor, write_state
 
 _DEFAULT = object()
 
@@ -291,68 +292,30 @@ class GpuVectorEnv(gym.vector.VectorEnv):
     # -- seeding --
 
     def _apply_seed(self, seed: Any, mask: torch.Tensor | None) -> None:
-        b = self.buffers
         if seed is None:
             if self._seeded:
                 return
             seed = seeding.new_seed()
-        if isinstance(seed, (list, tuple, np.ndarray)):
-            seeds = [seeding.check_seed(s) for s in seed]
-            if len(seeds) != self.num_envs:
-                raise ValueError(
-                    f"a list of seeds must have num_envs={self.num_envs} entries, got {len(seeds)}"
-                )
-            new = torch.tensor([seeding.seed_as_int64(s) for s in seeds], dtype=torch.int64,
-                               device=self.device)
-            self._np_random_seed = None
-        else:
-            value = seeding.check_seed(seed)
-            new = torch.full((self.num_envs,), seeding.seed_as_int64(value),
-                             dtype=torch.int64, device=self.device)
-            self._np_random_seed = value
+        new, value = seed_tensor(seed, self.num_envs, self.device)
+        self._np_random_seed = value
+        if value is not None:
             self._np_random, _ = gym.utils.seeding.np_random(value % 2**32)
-        if mask is None or not self._seeded:
-            b.seed.copy_(new)
-            b.rng_counter.zero_()
-        else:
-            b.seed.copy_(torch.where(mask, new, b.seed))
-            b.rng_counter.masked_fill_(mask, 0)
+        b = self.buffers
+        reseed(b.seed, b.rng_counter, new, mask if self._seeded else None)
         self._seeded = True
 
     # -- options --
 
     def _parse_reset_options(self, options: dict[str, Any] | None) -> torch.Tensor | None:
-        if options is None:
+        mask = reset_mask_option(options)
+        if mask is None:
             return None
-        if not isinstance(options, dict):
-            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
-        unknown = sorted(set(options) - {"reset_mask"})
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {unknown}; supported: ['reset_mask']")
-        if "reset_mask" not in options:
-            return None
-        mask = options["reset_mask"]
-        if isinstance(mask, np.ndarray):
-            if mask.dtype != np.bool_:
-                raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
-            if mask.shape != (self.num_envs,):
-                raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
-                                 f"got {mask.shape}")
-            if not mask.any():
-                raise ValueError("options['reset_mask'] must contain at least one True value")
-            return torch.from_numpy(mask).to(self.device)
-        if isinstance(mask, torch.Tensor):
-            if mask.dtype != torch.bool:
-                raise TypeError(f"options['reset_mask'] must have dtype torch.bool, "
-                                f"got {mask.dtype}")
-            if tuple(mask.shape) != (self.num_envs,):
-                raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
-                                 f"got {tuple(mask.shape)}")
-            if mask.device.type == "cpu" and not bool(mask.any()):
-                raise ValueError("options['reset_mask'] must contain at least one True value")
-            return mask.to(self.device)
-        raise TypeError("options['reset_mask'] must be a numpy array or a torch tensor, "
-                        f"got {type(mask).__name__}")
+        if tuple(mask.shape) != (self.num_envs,):
+            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), "
+                             f"got {tuple(mask.shape)}")
+        if mask.device.type == "cpu" and not bool(mask.any()):  # no sync for device masks
+            raise ValueError("options['reset_mask'] must contain at least one True value")
+        return mask.to(self.device)
 
     # -- state access --
 
@@ -377,22 +340,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         targets = dict(b.state)
         targets.update(elapsed_steps=b.elapsed, rng_counter=b.rng_counter, rng_seed=b.seed,
                        autoreset_pending=b.autoreset_pending)
-        unknown = sorted(set(state) - set(targets))
-        if unknown:
-            raise KeyError(f"unknown state key(s) {unknown}; valid: {sorted(targets)}")
-        converted = {}
-        for key, value in state.items():
-            target = targets[key]
-            tensor = torch.as_tensor(value)
-            if tuple(tensor.shape) != tuple(target.shape):
-                raise ValueError(f"state[{key!r}] has shape {tuple(tensor.shape)}, "
-                                 f"expected {tuple(target.shape)}")
-            if tensor.dtype.is_floating_point and not target.dtype.is_floating_point:
-                raise TypeError(f"state[{key!r}] must be {target.dtype}, got {tensor.dtype}")
-            converted[key] = tensor.to(device=self.device, dtype=target.dtype)
-        for key, tensor in converted.items():
-            targets[key].copy_(tensor)
-        if converted:
+        if write_state(targets, state, self.device):
             self._has_reset = True
             self._seeded = True
         obs = self._fresh_outputs().obs

@@ -1,8 +1,8 @@
 #!/bin/bash
-# The whole GPU check in one call (H200 test machine): every `-m gpu` test (in parallel
+# The whole GPU check in one call (a CUDA machine with PyCUDA, pytest-xdist and the test extras): every `-m gpu` test (in parallel
 # processes), compute-sanitizer over the classic kernels (Tag's run inside its tests), and
 # the benchmarks of the envs, the trainer and the adapters. Results go to $1.
-#   source .device-kit/setup.sh && bash scripts/gpu_all.sh "$OUT"
+#   bash scripts/gpu_all.sh OUT_DIR
 out="${1:-gpu_all}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader

@@ -1,7 +1,7 @@
 #!/bin/bash
-# The whole GPU check of the CUDA backend in one go (for the H200 test machine):
+# The whole GPU check of the CUDA backend in one go (on a CUDA machine with PyCUDA):
 # GPU tests, compute-sanitizer, and a benchmark. Logs and JSON go to $1 (default: gpu_check/).
-#   source .device-kit/setup.sh && bash scripts/gpu_check.sh "$OUT"
+#   bash scripts/gpu_check.sh OUT_DIR
 out="${1:-gpu_check}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader

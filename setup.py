@@ -12,7 +12,12 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 PTH_NAME = "gpu_vecenv-gymnasium.pth"
-PTH_LINE = "import gpu_vecenv._gymnasium_hook as _gpu_vecenv_hook; _gpu_vecenv_hook.install()\n"
+# site.py executes a .pth line only if it starts with "import"; the exec'd guard keeps a
+# moved or half-removed install from printing a traceback at every interpreter start.
+PTH_LINE = (
+    "import sys; exec('try:\\n import gpu_vecenv._gymnasium_hook as h\\n h.install()\\n"
+    "except ImportError:\\n pass')\n"
+)
 
 
 class BuildPyWithPth(build_py):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -77,6 +78,30 @@ def test_make_vec_in_a_fresh_interpreter_without_our_import():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "ok GpuVectorEnv" in out.stdout
+
+
+def _installed_pth_file() -> Path:
+    import site
+    import sysconfig
+    dirs = [*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_path("purelib")]
+    for directory in dirs:
+        candidate = Path(directory) / "gpu_vecenv-gymnasium.pth"
+        if candidate.is_file():
+            return candidate
+    raise AssertionError(f"gpu_vecenv-gymnasium.pth is not installed in any of {dirs}")
+
+
+def test_pth_line_is_silent_when_the_package_is_gone(tmp_path):
+    """A moved or half-removed install must not print a traceback at every start."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "gpu_vecenv-gymnasium.pth").write_text(_installed_pth_file().read_text())
+    code = ("import site, sys; sys.modules['gpu_vecenv'] = None; "
+            f"site.addsitedir({str(site_dir)!r}); print('clean')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "clean", out
+    assert out.stderr == "", out.stderr
 
 
 def test_gymnasium_make_single_env_passes_check_env():

@@ -47,15 +47,15 @@ from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv import seeding
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
+from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
 from gpu_vecenv.reset_and_state import reseed, reset_mask_option, seed_tensor, write_state
 from gpu_vecenv.tag_definition import ROLES, GameStep, MultiAgentDefinition
 from gpu_vecenv.tag_torch_backend import GameBuffers, GameOutputs, MultiAgentTorchBackend
 from gpu_vecenv.vector_env import GpuVectorEnv, default_device, parse_autoreset_mode
 
-__all__ = ["ROLES", "GameStep", "MultiAgentDefinition", "MultiAgentVectorEnv"]
+__all__ = ["ERROR_FLAG_INTERVAL", "ROLES", "GameStep", "MultiAgentDefinition",
+           "MultiAgentVectorEnv"]
 
-ERROR_FLAG_INTERVAL = 8
-"""On a GPU with ``strict=False``, invalid actions are reported within this many steps."""
 
 
 class MultiAgentVectorEnv(gym.vector.VectorEnv):
@@ -148,11 +148,8 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         self.backend_name, self.backend = self._make_backend(backend)
         self._seeded = False
         self._has_reset = False
-        self._error_host = self._error_event = None
-        self._unflagged_steps = 0
-        if self.device.type == "cuda" and not self.strict:
-            self._error_host = torch.zeros((), dtype=torch.int32, pin_memory=True)
-            self._error_event = torch.cuda.Event()
+        self._errors = DeferredErrors(self.buffers.error_count,
+                                      asynchronous=self.device.type == "cuda" and not self.strict)
 
     def _make_backend(self, backend: str):
         from gpu_vecenv.backends import resolve_backend
@@ -219,15 +216,7 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
                 )
         out = self._fresh()
         self.backend.step(action, out)
-        if self._error_host is not None:
-            # The device's error count travels to the host every few steps (a copy and an
-            # event cost more host time than a small game's whole step).
-            self._unflagged_steps += 1
-            if self._unflagged_steps >= ERROR_FLAG_INTERVAL:
-                self._unflagged_steps = 0
-                self._error_host.copy_(self.buffers.error_count, non_blocking=True)
-                self._error_event.record()
-        elif self.device.type != "cuda":
+        if self._errors.after_step():
             self._check_errors(sync=True)
         info = {**self._constant_info, "active": out.active}
         if self._with_final_obs:
@@ -252,17 +241,10 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
     # -- invalid actions, reported without a per-step sync --
 
     def _check_errors(self, sync: bool) -> None:
-        if self._error_host is not None and not sync:
-            if not self._error_event.query() or int(self._error_host) == 0:
-                return
-        b = self.buffers
-        count = int(b.error_count)
+        count = self._errors.take(sync)
         if count == 0:
             return
-        slots = torch.nonzero(b.invalid_action).flatten()[:5].tolist()
-        b.error_count.zero_()
-        if self._error_host is not None:
-            self._error_host.zero_()
+        slots = torch.nonzero(self.buffers.invalid_action).flatten()[:5].tolist()
         raise InvalidActionError(
             f"{count} invalid action(s) (out of range for {self.single_action_space}) since "
             f"the last check; the games that got them were left unchanged (last step: "

@@ -24,6 +24,7 @@ from gpu_vecenv.actions import ActionChecker, InvalidActionError
 from gpu_vecenv.backends import resolve_backend
 from gpu_vecenv.backends.base import BackendContext
 from gpu_vecenv.buffers import EnvBuffers, StepOutputs
+from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
 from gpu_vecenv.definition import EnvDefinition
 from gpu_vecenv.reset_and_state import reseed, reset_mask_option, seed_tensor, write_state
 
@@ -147,12 +148,8 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self.backend = self._make_backend(self.backend_name)
         self._seeded = False
         self._has_reset = False
-        self._error_host: torch.Tensor | None = None
-        self._error_event = None
-        self._steps_to_flag_copy = 0
-        if self.device.type == "cuda" and not self.strict:
-            self._error_host = torch.zeros((), dtype=torch.int32, pin_memory=True)
-            self._error_event = torch.cuda.Event()
+        self._errors = DeferredErrors(self.buffers.error_count,
+                                      asynchronous=self.device.type == "cuda" and not self.strict)
 
     def _make_backend(self, name: str):
         if name == "cuda":
@@ -247,36 +244,21 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         return StepOutputs.allocate(self.num_envs, self.obs_dim, self.device,
                                     self._with_final_obs)
 
-    # -- invalid actions reported without a per-step sync --
+    # -- invalid actions reported without a per-step sync (see deferred_errors.py) --
 
-    ERROR_FLAG_INTERVAL = 8
-    """Deferred mode on a GPU: steps between asynchronous copies of the invalid-action
-    counter to the host. Envs that got an invalid action stay frozen meanwhile, so a
-    later report loses nothing; the copy and its event cost host time on every call."""
+    ERROR_FLAG_INTERVAL = ERROR_FLAG_INTERVAL
 
     def _after_step(self) -> None:
-        if self._error_host is not None:
-            if self._steps_to_flag_copy <= 0:
-                self._steps_to_flag_copy = self.ERROR_FLAG_INTERVAL
-                self._error_host.copy_(self.buffers.error_count, non_blocking=True)
-                self._error_event.record()
-            self._steps_to_flag_copy -= 1
-        elif self.device.type != "cuda":
+        if self._errors.after_step():
             self._check_deferred_errors(sync=True)
 
     def _check_deferred_errors(self, sync: bool) -> None:
         """Raise if the device recorded invalid actions. With ``sync=False`` this only
         looks at the last flag copy that has already arrived on the host."""
-        if self._error_host is not None and not sync:
-            if not self._error_event.query() or int(self._error_host) == 0:
-                return
-        if int(self.buffers.error_count) == 0:
+        count = self._errors.take(sync)
+        if count == 0:
             return
-        count = int(self.buffers.error_count)
         envs = torch.nonzero(self.buffers.invalid_action).flatten()[:5].tolist()
-        self.buffers.error_count.zero_()
-        if self._error_host is not None:
-            self._error_host.zero_()
         where = f" (on the last step: envs {envs})" if envs else ""
         raise InvalidActionError(
             f"{count} invalid action(s) (out of range, NaN or inf for "

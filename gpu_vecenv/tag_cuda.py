@@ -3,7 +3,7 @@
 Same interface and semantics as :class:`gpu_vecenv.tag_torch_backend.MultiAgentTorchBackend`
 (the GPU tests hold them together). Compiling, loading and the stream rules are those of
 :mod:`gpu_vecenv.backends.cuda` (PyTorch's primary context, torch-allocated buffers,
-launches ordered with torch's current stream).
+launches on torch's current stream, capturable into CUDA graphs).
 
 Each game gets ``ceil(A / block)`` blocks of ``block = min(256, A rounded up to 32)``
 threads, one per agent. A step is a fixed sequence of phases (see ``tag.cu``): one
@@ -20,8 +20,9 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.backends.compiler import load_module
+from gpu_vecenv.backends.compiler import load_driver_module, load_module
 from gpu_vecenv.backends.cuda import AUTORESET_CODES, f32
+from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.tag_torch_backend import GameOutputs
 
 if TYPE_CHECKING:
@@ -119,32 +120,25 @@ class TagCudaBackend:
         self._head = (*consts, *(t.data_ptr() for t in state),
                       *(t.data_ptr() for t in buffers))
         consts_fmt = "".join("f" if isinstance(v, np.floating) else "i" for v in consts)
-        self._fn = load_module(name, self.device.index or 0).get_function(
-            _kernel_name(name, p, G * self.blocks_per_game, self.device))
-        self._fn.prepare(consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP" + "iiii")
+        index = self._device_index
+        self._fn = Kernel(load_module(name, index), load_driver_module(name, index),
+                          _kernel_name(name, p, G * self.blocks_per_game, self.device),
+                          consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP"
+                          + "iiii", index)
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)
         self._step_phases = [VALIDATE, MOVE, TAG, FINISH, OBSERVE_STEP]
         if env.autoreset_mode == AutoresetMode.SAME_STEP:
             self._step_phases[4:4] = [FINAL_OBS, SAME_STEP_RESET]
 
-    def _on_default_stream(self) -> bool:
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # no Stream object
-        if raw is not None:
-            return raw(self._device_index) == 0
-        return torch.cuda.current_stream(self.device).cuda_stream == 0
-
     def _launch(self, outputs: tuple, action: int, mask: int, first: int, last: int) -> None:
         args = (*self._head, *outputs, action, mask, self.blocks_per_game, self.mode, first,
                 last)
-        if self._on_default_stream():
-            self._fn.prepared_async_call(self._grid, self._block_shape, None, *args)
+        if torch.cuda.current_device() != self._device_index:
+            with torch.cuda.device(self._device_index):
+                self._fn(self._grid, self._block_shape, args)
             return
-        stream = torch.cuda.current_stream(self.device)
-        default = torch.cuda.default_stream(self.device)
-        default.wait_stream(stream)
-        self._fn.prepared_async_call(self._grid, self._block_shape, None, *args)
-        stream.wait_stream(default)
+        self._fn(self._grid, self._block_shape, args)
 
     def _run(self, phases: list[int], outputs: tuple, action: int = 0, mask: int = 0) -> None:
         if self.blocks_per_game == 1:

@@ -184,6 +184,34 @@ def load_module(name: str, device_index: int, path: str | os.PathLike | None = N
     return module
 
 
+_driver_modules: dict[tuple[str, int, str | None], object] = {}
+
+
+def load_driver_module(name: str, device_index: int, path: str | os.PathLike | None = None):
+    """The same cubin as :func:`load_module`, loaded through the driver API (ctypes) into
+    the same primary context: its functions can be launched on any stream, torch's side
+    streams and CUDA-graph capture included (see :mod:`gpu_vecenv.backends.launch`)."""
+    key = (name, device_index, None if path is None else str(path))
+    module = _driver_modules.get(key)
+    if module is not None:
+        return module
+    import pycuda.driver as cuda
+    import torch
+
+    from gpu_vecenv.backends.launch import DriverModule
+
+    load_module(name, device_index, path)  # compiles if needed, retains the context
+    cubin = compile_cubin(name, torch.cuda.get_device_capability(device_index), path=path)
+    context = _primary_context(device_index)
+    context.push()
+    try:
+        module = DriverModule(cubin.read_bytes())
+    finally:
+        cuda.Context.pop()
+    _driver_modules[key] = module
+    return module
+
+
 _contexts: dict[int, object] = {}
 
 

@@ -8,12 +8,10 @@ the env's torch tensors.
   ``cuda_src/common/autoreset.cuh``): the env's float32 constants (a :class:`KernelBinding`
   computes them from the params dataclass the way the torch reference rounds them), the
   state field pointers, the buffer pointers, the outputs, then ``num_envs`` and the mode.
-- Streams: PyCUDA launches only on streams it created or on the legacy default stream; it
-  cannot wrap a raw handle such as torch's. When torch's current stream is the default
-  stream (handle 0, the usual case) the kernel goes straight onto it: the same stream, so
-  it is ordered with every torch op around it at no cost. On any other torch stream the
-  launch is bracketed by two event waits (default waits for current, current waits for
-  default), which orders it the same way; that path cannot be captured into a CUDA graph.
+- Streams: kernels run on torch's current stream, so they are ordered with every torch op
+  around them: through PyCUDA on the default stream, through the driver API on any other
+  stream, which is also how they get captured into CUDA graphs (see
+  :mod:`gpu_vecenv.backends.launch`).
 - One launch per ``step()``: action check, dynamics, reward, termination, time limit,
   autoreset, observation and ``final_obs`` are fused; invalid actions are counted on the
   device (``buffers.error_count``), never read back here.
@@ -31,7 +29,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.backends.base import BackendContext
-from gpu_vecenv.backends.compiler import load_module
+from gpu_vecenv.backends.compiler import load_driver_module, load_module
+from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.buffers import StepOutputs
 
 BLOCK_SIZE = 256
@@ -216,19 +215,6 @@ def binding_for(definition) -> KernelBinding:
     return binding
 
 
-def _current_raw_stream(device_index: int) -> int:
-    """The ``cudaStream_t`` of torch's current stream on the device, as an int.
-
-    ``torch.cuda.current_stream()`` costs several microseconds of Python per call (half of
-    a 1-env ``step()`` in a profile on the H200); torch's own compiled code reads the handle
-    through ``torch._C._cuda_getCurrentRawStream``, used here when present.
-    """
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(device_index)
-    return torch.cuda.current_stream(device_index).cuda_stream
-
-
 def _ptr(tensor: torch.Tensor | None) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
@@ -259,18 +245,20 @@ class CudaBackend:
         self.device = ctx.device
         self._device_index = ctx.device.index if ctx.device.index is not None else 0
         module = load_module(binding.source, self._device_index, binding.path)
+        driver_module = load_driver_module(binding.source, self._device_index, binding.path)
         consts_fmt, consts = binding.pack_format(ctx.params)
         state_ptrs = tuple(b.state[f.name].data_ptr() for f in definition.state_fields)
         buffer_ptrs = (b.elapsed.data_ptr(), b.rng_counter.data_ptr(), b.seed.data_ptr(),
                        b.autoreset_pending.data_ptr(), b.invalid_action.data_ptr(),
                        b.error_count.data_ptr())
         state_fmt = "P" * len(state_ptrs)
-        self._step_fn = module.get_function(f"{binding.source}_step")
-        self._step_fn.prepare(consts_fmt + state_fmt + "PPPPPP" + "P" + "PPPPP" + "iii")
-        self._reset_fn = module.get_function(f"{binding.source}_reset")
-        self._reset_fn.prepare(consts_fmt + state_fmt + "PPPPPP" + "PPi")
-        self._observe_fn = module.get_function(f"{binding.source}_observe")
-        self._observe_fn.prepare(consts_fmt + state_fmt + "Pi")
+        def kernel(suffix: str, arg_format: str) -> Kernel:
+            return Kernel(module, driver_module, f"{binding.source}_{suffix}", arg_format,
+                          self._device_index)
+
+        self._step_fn = kernel("step", consts_fmt + state_fmt + "PPPPPP" + "P" + "PPPPP" + "iii")
+        self._reset_fn = kernel("reset", consts_fmt + state_fmt + "PPPPPP" + "PPi")
+        self._observe_fn = kernel("observe", consts_fmt + state_fmt + "Pi")
         self._head = (*consts, *state_ptrs)
         self._head_buffers = (*self._head, *buffer_ptrs)
         self._step_tail = (n, ctx.max_episode_steps or 0, AUTORESET_CODES[ctx.autoreset_mode])
@@ -278,27 +266,14 @@ class CudaBackend:
         self._grid = ((n + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
         self._block = (BLOCK_SIZE, 1, 1)
 
-    def _launch(self, function, args: tuple) -> None:
+    def _launch(self, kernel: Kernel, args: tuple) -> None:
         # The driver launches into the thread's current context: the env's device's
         # primary context only while that device is torch's current one.
         if torch.cuda.current_device() != self._device_index:
             with torch.cuda.device(self._device_index):
-                self._launch_on_current_device(function, args)
+                kernel(self._grid, self._block, args)
             return
-        self._launch_on_current_device(function, args)
-
-    def _launch_on_current_device(self, function, args: tuple) -> None:
-        if _current_raw_stream(self._device_index) == 0:
-            function.prepared_async_call(self._grid, self._block, None, *args)
-            return
-        stream = torch.cuda.current_stream(self.device)
-        if torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("the CUDA backend cannot be captured into a CUDA graph on a "
-                               "side stream (PyCUDA launches only on the default stream)")
-        default = torch.cuda.default_stream(self.device)
-        default.wait_stream(stream)
-        function.prepared_async_call(self._grid, self._block, None, *args)
-        stream.wait_stream(default)
+        kernel(self._grid, self._block, args)
 
     def reset(self, mask: torch.Tensor | None, obs_out: torch.Tensor) -> None:
         """Reset the envs in ``mask`` ((n,) bool; all if None) and write every obs."""

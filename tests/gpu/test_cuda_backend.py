@@ -99,7 +99,7 @@ def test_invalid_action_deferred_leaves_env_intact_and_is_reported(env_id):
 
 
 def test_side_stream_orders_like_the_default_stream():
-    """On a non-default torch stream the launch is bracketed by event waits: the kernel
+    """On a non-default torch stream the kernel goes onto that stream (driver API): it
     must read the action before a later torch op on that stream overwrites it, and the
     obs must be complete before a later op reads it. Compared with the same env stepped
     on the default stream (same kernel, so bit-identical if ordered)."""

@@ -51,6 +51,10 @@ class TrainerConfig:
     torch's default"""
     sync_timing: bool = False
     """synchronize the GPU after roll-out and update so their logged times are exact"""
+    cuda_graphs: bool | None = None
+    """capture the roll-out and the update as CUDA graphs (PPO, A2C): null = whenever
+    possible (CUDA device, cuda env backend, no target_kl), true = required (error if not
+    possible), false = never"""
 
 
 @dataclass

@@ -23,13 +23,14 @@ from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train.config import ALGO_CONFIGS, Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
 from gpu_vecenv.train.ddpg import DDPGLearner
+from gpu_vecenv.train.graphs import GraphedLoop, graph_blockers
 from gpu_vecenv.train.logger import MetricsWriter, Progress
 from gpu_vecenv.train.policies import PolicyGroup, build_groups
 
 # Keys that may differ between a checkpoint's config and the resuming run's.
 _RESUMABLE_CHANGES = {"total_steps", "run_dir", "log_interval", "checkpoint_interval",
                       "eval_episodes", "progress", "tensorboard", "torch_threads",
-                      "sync_timing", "device"}
+                      "sync_timing", "device", "cuda_graphs"}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -115,6 +116,21 @@ class Trainer:
         self.resumed_from: int | None = None
         if resume:
             self._load(ckpt.find_checkpoint(self.run_dir))
+        self.graphs = self._graphed_loop()
+
+    def _graphed_loop(self) -> GraphedLoop | None:
+        """The CUDA-graph runner of the roll-out and update, if this run uses one."""
+        wanted = self.config.trainer.cuda_graphs
+        if wanted is False:
+            return None
+        configs = {g.name: self.config.policy_config(g.name) for g in self.groups}
+        blockers = graph_blockers(self.device, getattr(self.env, "backend_name", "?"),
+                                  configs)
+        if blockers:
+            if wanted:
+                raise ValueError("trainer.cuda_graphs=true, but " + "; ".join(blockers))
+            return None
+        return GraphedLoop(self._collect, self._update, self.generator, self.device)
 
     # -- the loop --
 
@@ -134,10 +150,13 @@ class Trainer:
                 for g in self.groups:
                     g.learner.set_progress(self.iteration / self.num_iterations)
                 t0 = time.perf_counter()
-                self._collect()
+                if self.graphs is not None:
+                    self.graphs.collect()
+                else:
+                    self._collect()
                 self._maybe_sync()
                 t1 = time.perf_counter()
-                metrics = self._update()
+                metrics = self.graphs.update() if self.graphs is not None else self._update()
                 self._maybe_sync()
                 rollout_s += t1 - t0
                 update_s += time.perf_counter() - t1
@@ -224,6 +243,11 @@ class Trainer:
 
     def _row(self, metrics: dict[str, dict[str, torch.Tensor]], elapsed: float, rate: float,
              rollout_s: float, update_s: float) -> dict[str, Any]:
+        # Invalid actions (e.g. NaN from a diverged network) freeze envs on the device;
+        # report them here, where the row's read syncs anyway.
+        check_errors = getattr(self.env, "check_errors", None)
+        if check_errors is not None:
+            check_errors()
         row: dict[str, Any] = {"global_step": self.global_step, "iteration": self.iteration,
                                "time": round(elapsed, 4), "steps_per_second": rate,
                                "rollout_seconds": rollout_s, "update_seconds": update_s}

@@ -146,3 +146,15 @@ def test_every_registered_env_has_a_valid_shipped_config():
         config = load_config(path)
         assert isinstance(config, Config)
         assert default_config_path(config.trainer.env, config.trainer.algo) == path
+
+
+def test_cuda_graphs_required_on_the_cpu_is_a_clear_error(tmp_path):
+    from gpu_vecenv.train.trainer import Trainer
+
+    config = load_config(None, ["trainer.cuda_graphs=true"], device="cpu", num_envs=4,
+                         run_dir=str(tmp_path), progress=False, tensorboard=False)
+    with pytest.raises(ValueError, match="cuda_graphs=true, but the device is cpu"):
+        Trainer(config)
+    config = load_config(None, [], device="cpu", num_envs=4, run_dir=str(tmp_path),
+                         progress=False, tensorboard=False)
+    assert Trainer(config).graphs is None  # auto: eager on the CPU

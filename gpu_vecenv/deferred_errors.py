@@ -4,7 +4,8 @@ Kernels and the torch reference count invalid actions in a device scalar
 (``buffers.error_count``) and leave the envs that got them unchanged. On a GPU the count
 is copied to pinned host memory every :data:`ERROR_FLAG_INTERVAL` steps, asynchronously,
 and an env raises once such a copy has arrived and is non-zero; ``check_errors()`` and
-``reset()`` read the device count at once (a sync). On the CPU reading is free, so every
+a full ``reset()`` read the device count at once (a sync; a partial reset checks like a
+step). On the CPU reading is free, so every
 step checks.
 
 While torch's current stream is capturing a CUDA graph nothing here touches the host

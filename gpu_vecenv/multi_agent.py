@@ -76,8 +76,8 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         strict: check every action batch before stepping (one sync per step); the step
             then happens for all games or raises and changes nothing. ``False``: a game
             with an invalid action is left unchanged and a later call raises (on a GPU,
-            within ``ERROR_FLAG_INTERVAL`` steps; ``check_errors()`` and ``reset()`` at
-            once). Default: True on the CPU, False on a GPU.
+            within ``ERROR_FLAG_INTERVAL`` steps; ``check_errors()`` and a full
+            ``reset()`` at once). Default: True on the CPU, False on a GPU.
         copy: fresh output tensors every step (default); ``False`` reuses one set.
         render_mode: ``None`` or ``"rgb_array"``; ``render_game``: the game drawn.
         preset: a named parameter set, e.g. ``"warpdrive_training"``.
@@ -185,7 +185,9 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         """
         self._raise_if_closed()
         mask = self._parse_reset_mask(options)
-        self._check_errors(sync=True)
+        # A partial reset (autoreset emulation, once per step in a loop) checks like
+        # step(), without a sync; a full reset reads the device's count at once.
+        self._check_errors(sync=mask is None)
         self._apply_seed(seed, mask)
         if mask is None:
             mask = torch.ones(self.num_games, dtype=torch.bool, device=self.device)

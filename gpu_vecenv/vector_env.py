@@ -203,7 +203,9 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         """
         self._raise_if_closed()
         mask = self._parse_reset_options(options)
-        self._check_deferred_errors(sync=True)
+        # A partial reset (autoreset emulation, once per step in a loop) checks like
+        # step(), without a sync; a full reset reads the device's count at once.
+        self._check_deferred_errors(sync=mask is None)
         self._apply_seed(seed, mask)
         out = self._fresh_outputs()
         self.backend.reset(mask, out.obs)

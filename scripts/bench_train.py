@@ -19,6 +19,12 @@ the anchors of issue 5) it runs three measurements, each in a fresh Python proce
    started (interpreter, imports and CUDA start-up included) and since training
    started, the env steps used, and a check by 100 evaluation episodes (CartPole only).
 
+Each measurement runs once per ``--graphs`` setting (default ``true,false``: the roll-out
+and update captured as CUDA graphs, then eager), so the effect of the graphs is measured
+in the same call. ``time_to_475`` also reports where the time before training went
+(imports, building the trainer: CUDA start-up, kernel loading, networks; the first
+iteration).
+
 With ``--env`` another env is measured (throughput and breakdown; ``--sizes`` counts
 games for Tag, and the rates are agent-steps/s).
 """
@@ -67,13 +73,15 @@ def worker(args: argparse.Namespace) -> dict:
     from gpu_vecenv.train.trainer import Trainer
 
     started = process_start_time()
+    imported = time.time()
     mode = args.worker
     iterations = args.max_iterations if mode == "time_to_475" else args.iterations
     total = args.num_steps * args.num_envs * _agents(args) * iterations
     overrides = [f"ppo.num_steps={args.num_steps}", "ppo.update_epochs=4",
                  "ppo.num_minibatches=4", f"ppo.learning_rate={args.learning_rate}",
                  f"trainer.log_interval={1 if mode == 'time_to_475' else 10}",
-                 f"trainer.sync_timing={'true' if mode == 'breakdown' else 'false'}"]
+                 f"trainer.sync_timing={'true' if mode == 'breakdown' else 'false'}",
+                 f"trainer.cuda_graphs={args.graphs}"]
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(None, overrides, env=args.env, num_envs=args.num_envs,
                              env_kwargs=json.loads(args.env_kwargs),
@@ -93,6 +101,7 @@ def worker(args: argparse.Namespace) -> dict:
             return True
 
         trainer = Trainer(config, callback=callback)
+        built = time.time()
         steps = trainer.batch  # env steps (agent-steps for Tag) per iteration
         device = trainer.device
         t0 = time.time()
@@ -102,7 +111,11 @@ def worker(args: argparse.Namespace) -> dict:
         result = {"mode": mode, "env": args.env, "num_envs": args.num_envs,
                   "vector_slots": trainer.num_slots, "num_steps": args.num_steps,
                   "device": str(device), "backend": trainer.env.backend_name,
-                  "wall_seconds": time.time() - t0}
+                  "cuda_graphs": trainer.graphs is not None,
+                  "wall_seconds": time.time() - t0,
+                  "startup_seconds": {"interpreter_and_imports": imported - started,
+                                      "build_trainer": built - imported,
+                                      "first_iteration": rows[0]["time"] if rows else None}}
         if device.type == "cuda":
             result["gpu"] = torch.cuda.get_device_name(device)
         if mode == "time_to_475":
@@ -144,6 +157,9 @@ def main() -> int:
     parser.add_argument("--learning-rate", type=float, default=2.5e-3,
                         help="PPO learning rate (default 2.5e-3)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--graphs", default="true,false",
+                        help="trainer.cuda_graphs settings to measure (comma-separated: "
+                             "true, false, null)")
     parser.add_argument("--modes", default="time_to_475,throughput,breakdown",
                         help="which measurements (comma-separated)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -157,22 +173,24 @@ def main() -> int:
     results = []
     modes = [m for m in args.modes.split(",")
              if m != "time_to_475" or args.env == "GPUCartPole-v1"]
-    for size in (int(s) for s in args.sizes.split(",")):
-        for mode in modes:
-            cmd = [sys.executable, os.path.abspath(__file__), args.output, "--worker", mode,
-                   "--num-envs", str(size), "--device", args.device, "--backend",
-                   args.backend, "--num-steps", str(args.num_steps), "--iterations",
-                   str(args.iterations), "--max-iterations", str(args.max_iterations),
-                   "--learning-rate", str(args.learning_rate), "--seed", str(args.seed),
-                   "--env", args.env, "--env-kwargs", args.env_kwargs]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-            if proc.returncode != 0 or not lines:
-                result = {"mode": mode, "num_envs": size, "error": proc.stderr[-2000:]}
-            else:
-                result = json.loads(lines[-1][len("RESULT "):])
-            results.append(result)
-            print(_summary(result), flush=True)
+    runs = [(size, graphs, mode) for size in (int(s) for s in args.sizes.split(","))
+            for graphs in args.graphs.split(",") for mode in modes]
+    for size, graphs, mode in runs:
+        cmd = [sys.executable, os.path.abspath(__file__), args.output, "--worker", mode,
+               "--graphs", graphs, "--num-envs", str(size), "--device", args.device, "--backend",
+               args.backend, "--num-steps", str(args.num_steps), "--iterations",
+               str(args.iterations), "--max-iterations", str(args.max_iterations),
+               "--learning-rate", str(args.learning_rate), "--seed", str(args.seed),
+               "--env", args.env, "--env-kwargs", args.env_kwargs]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode != 0 or not lines:
+            result = {"mode": mode, "num_envs": size, "graphs": graphs,
+                      "error": proc.stderr[-2000:]}
+        else:
+            result = json.loads(lines[-1][len("RESULT "):])
+        results.append(result)
+        print(_summary(result), flush=True)
     with open(args.output, "w") as f:
         json.dump({"benchmark": f"PPO {args.env}, 4 epochs x 4 minibatches",
                    "results": results}, f, indent=2)
@@ -181,15 +199,19 @@ def main() -> int:
 
 
 def _summary(r: dict) -> str:
-    head = f"{r.get('env', '')} {r['num_envs']:>6} envs  {r['mode']:<12}"
+    graphs = {True: "graphs", False: "eager"}.get(r.get("cuda_graphs"), r.get("graphs", ""))
+    head = f"{r.get('env', '')} {r['num_envs']:>6} envs {graphs:<6} {r['mode']:<12}"
     if "error" in r:
         return f"{head} FAILED: {r['error'].strip().splitlines()[-1] if r['error'] else ''}"
     if r["mode"] == "time_to_475":
         if not r["reached"]:
             return f"{head} return 475 not reached in {r['wall_seconds']:.1f} s"
+        start = r["startup_seconds"]
         return (f"{head} return 475 after {r['seconds_since_process_start']:.2f} s from "
                 f"process start ({r['seconds_since_training_start']:.2f} s of training, "
-                f"{r['global_step']:,} steps); eval {r['eval_mean_return_100_episodes']:.1f}")
+                f"{r['global_step']:,} steps); eval {r['eval_mean_return_100_episodes']:.1f}"
+                f"; before training: imports {start['interpreter_and_imports']:.2f} s, "
+                f"trainer {start['build_trainer']:.2f} s")
     text = f"{head} {r['env_steps_per_second']:>14,.0f} env-steps/s"
     if r["mode"] == "breakdown":
         text += (f"  roll-out {r['rollout_seconds_per_iteration'] * 1e3:.2f} ms/it, update "

@@ -14,6 +14,7 @@ from gpu_vecenv.train import losses
 from gpu_vecenv.train.config import DDPGConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import DeterministicActorCritic
+from gpu_vecenv.train.optimizers import Adam
 from gpu_vecenv.train.storage import ReplayBuffer
 
 _OU_DT = 1e-2  # time step of the Ornstein-Uhlenbeck process (as in SB3 / baselines)
@@ -36,10 +37,9 @@ class DDPGLearner:
         self.model = DeterministicActorCritic(obs_dim, spec, tuple(config.hidden_sizes),
                                               config.activation, config.normalize_obs
                                               ).to(device)
-        self.actor_optimizer = torch.optim.Adam(self.model.actor.parameters(),
-                                                lr=config.actor_learning_rate)
-        self.critic_optimizer = torch.optim.Adam(self.model.critic.parameters(),
-                                                 lr=config.critic_learning_rate)
+        self.actor_optimizer = Adam(self.model.actor.parameters(), config.actor_learning_rate)
+        self.critic_optimizer = Adam(self.model.critic.parameters(),
+                                     config.critic_learning_rate)
         self.replay = ReplayBuffer(config.buffer_size, num_slots, obs_dim, spec.head_size,
                                    device)
         self.ou_state = torch.zeros((num_slots, spec.head_size), device=device)
@@ -116,9 +116,9 @@ class DDPGLearner:
         return {"critic_loss": critic_total / steps,
                 "actor_loss": actor_total / max(1, actor_steps), "q_mean": q_total / steps}
 
-    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+    def _step(self, optimizer: Adam, loss: torch.Tensor,
               net: torch.nn.Module) -> None:
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
         if self.config.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.max_grad_norm)

@@ -10,9 +10,9 @@ What makes that valid here: every tensor the loop touches has a fixed address (t
 ``copy=False`` outputs, preallocated storage, parameters, optimizer state created during
 the warm-up); action sampling and minibatch shuffling draw from a ``torch.Generator``
 registered with both graphs, so each replay continues its random stream exactly where the
-eager code would; the optimizer keeps its step count and learning rate in device tensors
-(``capturable``), so annealing writes the rate before a replay; nothing in the loop reads a
-tensor on the host. Hence a graphed run computes what the eager run computes, bit for bit
+eager code would; the optimizers (:mod:`gpu_vecenv.train.optimizers`) keep their step count
+and learning rate in device tensors, so annealing writes the rate before a replay; nothing
+in the loop reads a tensor on the host. Hence a graphed run computes what the eager run computes, bit for bit
 (tested on the GPU).
 
 The first :data:`WARMUP_ITERATIONS` iterations run eagerly on the capture stream, as

@@ -16,6 +16,7 @@ from gpu_vecenv.train import losses
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
+from gpu_vecenv.train.optimizers import Adam, RMSprop
 from gpu_vecenv.train.storage import RolloutStorage
 
 
@@ -31,27 +32,14 @@ class OnPolicyLearner:
         self.is_ppo = isinstance(config, PPOConfig)
         self.model = ActorCritic(obs_dim, spec, tuple(config.hidden_sizes), config.activation,
                                  config.init_log_std, config.normalize_obs).to(device)
-        # On a GPU the optimizer keeps its step count and learning rate in device tensors
-        # (capturable), in eager and graphed runs alike, so both compute the same numbers
-        # and annealing can change the rate of a captured update; Adam runs fused there.
-        self._settings: dict = {}
-        if device.type == "cuda":
-            self._settings = {"capturable": True}
-        lr: float | torch.Tensor = config.learning_rate
-        if self._settings:
-            lr = torch.tensor(config.learning_rate, dtype=torch.float32, device=device)
+        # Step count and learning rate live in device tensors (see optimizers.py), so the
+        # update can be captured into a CUDA graph and annealing still reaches it.
         if not self.is_ppo and config.optimizer == "rmsprop":
-            if self._settings:
-                self._settings["foreach"] = True
-            self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
-                self.model.parameters(), lr=lr, alpha=0.99, eps=1e-5, **self._settings)
+            self.optimizer: Adam | RMSprop = RMSprop(self.model.parameters(),
+                                                     config.learning_rate, alpha=0.99,
+                                                     eps=1e-5)
         else:
-            if self._settings:
-                self._settings["fused"] = True
-            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5,
-                                              **self._settings)
-        self._modes = {k: v for k, v in self.optimizer.param_groups[0].items()
-                       if k in ("capturable", "fused", "foreach")}
+            self.optimizer = Adam(self.model.parameters(), config.learning_rate, eps=1e-5)
         self.storage = RolloutStorage(config.num_steps, num_slots, obs_dim, spec.action_shape,
                                       spec.dtype, device)
         if spec.kind == "box":
@@ -88,17 +76,12 @@ class OnPolicyLearner:
     def set_progress(self, fraction_done: float) -> None:
         """Linear learning-rate annealing to 0 over the run, if enabled."""
         if self.config.anneal_lr:
-            lr = self.config.learning_rate * max(0.0, 1.0 - fraction_done)
-            for group in self.optimizer.param_groups:
-                if isinstance(group["lr"], torch.Tensor):
-                    group["lr"].fill_(lr)  # in place: a captured update reads it there
-                else:
-                    group["lr"] = lr
+            self.optimizer.set_learning_rate(
+                self.config.learning_rate * max(0.0, 1.0 - fraction_done))
 
     def learning_rate(self) -> torch.Tensor:
-        """The current learning rate, as a tensor (a device copy when it lives there)."""
-        lr = self.optimizer.param_groups[0]["lr"]
-        return lr.detach().clone() if isinstance(lr, torch.Tensor) else torch.tensor(lr)
+        """The current learning rate, a device tensor (a copy: safe to keep)."""
+        return self.optimizer.lr.clone()
 
     def _advantages(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         c, s = self.config, self.storage
@@ -127,7 +110,7 @@ class OnPolicyLearner:
         return metrics
 
     def _step(self, loss: torch.Tensor) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
@@ -196,19 +179,3 @@ class OnPolicyLearner:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self._restore_settings()
-
-    def _restore_settings(self) -> None:
-        """``load_state_dict`` takes the saved groups' settings (a checkpoint may come
-        from another device): put this device's back, with the rate where it belongs."""
-        for group in self.optimizer.param_groups:
-            lr = group["lr"]
-            value = float(lr) if isinstance(lr, torch.Tensor) else lr
-            group.update(self._modes)
-            group["lr"] = (torch.tensor(value, dtype=torch.float32, device=self.device)
-                           if self._settings else value)
-        for param_state in self.optimizer.state.values():
-            step = param_state.get("step")
-            if isinstance(step, torch.Tensor):
-                param_state["step"] = (step.to(self.device, torch.float32) if self._settings
-                                       else step.detach().to("cpu", torch.float32))

@@ -58,6 +58,9 @@ def check(result: int, what: str) -> None:
         raise RuntimeError(f"{what} failed: CUDA driver error {result} ({message})")
 
 
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def current_raw_stream(device_index: int) -> int:
     """The ``cudaStream_t`` of torch's current stream on the device, as an int.
 
@@ -65,9 +68,8 @@ def current_raw_stream(device_index: int) -> int:
     a 1-env ``step()`` in a profile on the H200); torch's own compiled code reads the handle
     through ``torch._C._cuda_getCurrentRawStream``, used here when present.
     """
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(device_index)
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(device_index)
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
@@ -115,7 +117,8 @@ class Kernel:
                  args: tuple) -> None:
         """Launch on torch's current stream of the kernel's device (which must be torch's
         current device: the driver launches into the thread's current context)."""
-        stream = current_raw_stream(self.device_index)
+        stream = (_RAW_STREAM(self.device_index) if _RAW_STREAM is not None
+                  else current_raw_stream(self.device_index))
         if stream == 0:
             self._pycuda.prepared_async_call(grid, block, None, *args)
         else:

@@ -12,8 +12,8 @@ the warm-up); action sampling and minibatch shuffling draw from a ``torch.Genera
 registered with both graphs, so each replay continues its random stream exactly where the
 eager code would; the optimizers (:mod:`gpu_vecenv.train.optimizers`) keep their step count
 and learning rate in device tensors, so annealing writes the rate before a replay; nothing
-in the loop reads a tensor on the host. Hence a graphed run computes what the eager run computes, bit for bit
-(tested on the GPU).
+in the loop reads a tensor on the host. Hence a graphed run computes what the eager run
+computes, bit for bit (tested on the GPU).
 
 The first :data:`WARMUP_ITERATIONS` iterations run eagerly on the capture stream, as
 torch advises (cuBLAS handles, autograd and optimizer state come into being outside the

@@ -19,8 +19,8 @@ the anchors of issue 5) it runs three measurements, each in a fresh Python proce
    started (interpreter, imports and CUDA start-up included) and since training
    started, the env steps used, and a check by 100 evaluation episodes (CartPole only).
 
-Each measurement runs once per ``--graphs`` setting (default ``true,false``: the roll-out
-and update captured as CUDA graphs, then eager), so the effect of the graphs is measured
+Each measurement runs once per ``--graphs`` setting (default on a GPU ``true,false``: the
+roll-out and update captured as CUDA graphs, then eager), so the effect of the graphs is measured
 in the same call. ``time_to_475`` also reports where the time before training went
 (imports, building the trainer: CUDA start-up, kernel loading, networks; the first
 iteration).
@@ -157,9 +157,9 @@ def main() -> int:
     parser.add_argument("--learning-rate", type=float, default=2.5e-3,
                         help="PPO learning rate (default 2.5e-3)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--graphs", default="true,false",
+    parser.add_argument("--graphs", default=None,
                         help="trainer.cuda_graphs settings to measure (comma-separated: "
-                             "true, false, null)")
+                             "true, false, null); default true,false on a GPU, else null")
     parser.add_argument("--modes", default="time_to_475,throughput,breakdown",
                         help="which measurements (comma-separated)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -170,6 +170,11 @@ def main() -> int:
         print("RESULT " + json.dumps(worker(args)), flush=True)
         return 0
 
+    if args.graphs is None:
+        import torch
+
+        on_gpu = args.device != "cpu" and torch.cuda.is_available()
+        args.graphs = "true,false" if on_gpu else "null"
     results = []
     modes = [m for m in args.modes.split(",")
              if m != "time_to_475" or args.env == "GPUCartPole-v1"]

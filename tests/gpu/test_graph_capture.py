@@ -52,6 +52,24 @@ def _run(env, actions_of_step, capture: bool) -> list[torch.Tensor]:
     return outputs
 
 
+def _assert_graph_equals_eager(envs, table: torch.Tensor, seed: int) -> list[torch.Tensor]:
+    """Step ``envs[0]`` eagerly and ``envs[1]`` through a graph with the actions of
+    ``table`` (one row per step of the graph); outputs and final states must be equal.
+    Returns the eager outputs."""
+    results = []
+    for env, capture in zip(envs, (False, True), strict=True):
+        env.reset(seed=seed)
+        # a copy on the stream per step, so the captured graph recomputes the action
+        results.append(_run(env, lambda k: table[k].clone(), capture))
+    torch.cuda.synchronize()
+    for eager, graphed in zip(*results, strict=True):
+        assert torch.equal(eager, graphed)
+    state = [env.get_state() for env in envs]
+    for key in state[0]:
+        assert torch.equal(state[0][key], state[1][key]), key
+    return results[0]
+
+
 @pytest.mark.parametrize("env_id", CLASSIC_IDS)
 def test_replayed_graph_equals_eager_steps(env_id):
     n = 3001
@@ -60,19 +78,9 @@ def test_replayed_graph_equals_eager_steps(env_id):
             for _ in range(2)]
     gen = torch.Generator(device="cuda").manual_seed(3)
     table = torch.stack([random_actions(envs[0], gen) for _ in range(STEPS_PER_GRAPH)])
-    results = []
-    for env, capture in zip(envs, (False, True), strict=True):
-        env.reset(seed=11)
-        # an op on the stream per step, so the captured graph recomputes the action
-        results.append(_run(env, lambda k, t=table: t[k] * 1, capture))
-    torch.cuda.synchronize()
-    for eager, graphed in zip(*results, strict=True):
-        assert torch.equal(eager, graphed)
-    state = [env.get_state() for env in envs]
-    for key in state[0]:
-        assert torch.equal(state[0][key], state[1][key]), key
+    eager = _assert_graph_equals_eager(envs, table, seed=11)
     truncated_column = envs[0].obs_dim + 2
-    assert any(bool(f[..., truncated_column].any()) for f in results[0])  # time limit hit
+    assert any(bool(f[..., truncated_column].any()) for f in eager)  # time limit hit
 
 
 def test_tag_replayed_graph_equals_eager_steps():
@@ -84,16 +92,8 @@ def test_tag_replayed_graph_equals_eager_steps():
     table = torch.stack([(torch.rand((envs[0].num_envs, nvec.numel()), device="cuda",
                                      generator=gen) * nvec).long()
                          for _ in range(STEPS_PER_GRAPH)])
-    results = []
-    for env, capture in zip(envs, (False, True), strict=True):
-        env.reset(seed=2)
-        results.append(_run(env, lambda k, t=table: t[k] + 0, capture))
-    torch.cuda.synchronize()
-    for eager, graphed in zip(*results, strict=True):
-        assert torch.equal(eager, graphed)
-    state = [env.get_state() for env in envs]
-    for key in state[0]:
-        assert torch.equal(state[0][key], state[1][key]), key
+    eager = _assert_graph_equals_eager(envs, table, seed=2)
+    assert any(bool(f[..., envs[0].obs_dim + 2].any()) for f in eager)  # games timed out
 
 
 def test_invalid_actions_inside_a_graph_are_reported_after_replay():

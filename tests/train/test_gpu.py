@@ -118,3 +118,19 @@ def test_graphs_required_but_impossible_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="torch backend"):
         Trainer(load_config(None, ["trainer.cuda_graphs=true"], env="GPUCartPole-v1",
                             backend="torch", num_envs=64, run_dir=str(tmp_path), **COMMON))
+
+
+def test_invalid_actions_from_a_diverged_policy_stop_the_run(tmp_path):
+    """On a GPU the env only counts invalid actions (no per-step sync); the trainer must
+    still stop at its first log read."""
+    from gpu_vecenv.actions import InvalidActionError
+
+    config = load_config(None, ["ppo.num_steps=8"], env="GPUPendulum-v1", num_envs=64,
+                         total_steps=64 * 8 * 4, run_dir=str(tmp_path), log_interval=1,
+                         **COMMON)
+    trainer = Trainer(config)
+    with torch.no_grad():
+        trainer.groups[0].learner.model.actor[-1].bias.fill_(float("nan"))
+    with pytest.raises(InvalidActionError, match="invalid action"):
+        trainer.run()
+    assert trainer.iteration == 1

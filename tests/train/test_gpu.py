@@ -121,8 +121,9 @@ def test_graphs_required_but_impossible_is_a_clear_error(tmp_path):
 
 
 def test_invalid_actions_from_a_diverged_policy_stop_the_run(tmp_path):
-    """On a GPU the env only counts invalid actions (no per-step sync); the trainer must
-    still stop at its first log read."""
+    """On a GPU the env only counts invalid actions (no per-step sync); the run must still
+    stop in its first iteration: the env raises once the flag reaches the host, or the
+    trainer's check at the log read does."""
     from gpu_vecenv.actions import InvalidActionError
 
     config = load_config(None, ["ppo.num_steps=8"], env="GPUPendulum-v1", num_envs=64,
@@ -133,4 +134,4 @@ def test_invalid_actions_from_a_diverged_policy_stop_the_run(tmp_path):
         trainer.groups[0].learner.model.actor[-1].bias.fill_(float("nan"))
     with pytest.raises(InvalidActionError, match="invalid action"):
         trainer.run()
-    assert trainer.iteration == 1
+    assert trainer.iteration <= 1

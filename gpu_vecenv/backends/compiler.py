@@ -153,6 +153,7 @@ def compile_cubin(
 
 
 _modules: dict[tuple[str, int, str | None], object] = {}
+_cubins: dict[tuple[str, int, str | None], Path] = {}
 
 
 def load_module(name: str, device_index: int, path: str | os.PathLike | None = None):
@@ -172,6 +173,7 @@ def load_module(name: str, device_index: int, path: str | os.PathLike | None = N
 
     capability = torch.cuda.get_device_capability(device_index)
     cubin = compile_cubin(name, capability, path=path)
+    _cubins[key] = cubin
     torch.cuda.init()  # torch's runtime makes the primary context current on this thread
     cuda.init()
     context = _primary_context(device_index)
@@ -185,6 +187,7 @@ def load_module(name: str, device_index: int, path: str | os.PathLike | None = N
 
 
 _driver_modules: dict[tuple[str, int, str | None], object] = {}
+_cubins: dict[tuple[str, int, str | None], Path] = {}
 
 
 def load_driver_module(name: str, device_index: int, path: str | os.PathLike | None = None):
@@ -196,12 +199,11 @@ def load_driver_module(name: str, device_index: int, path: str | os.PathLike | N
     if module is not None:
         return module
     import pycuda.driver as cuda
-    import torch
 
     from gpu_vecenv.backends.launch import DriverModule
 
     load_module(name, device_index, path)  # compiles if needed, retains the context
-    cubin = compile_cubin(name, torch.cuda.get_device_capability(device_index), path=path)
+    cubin = _cubins[key]
     context = _primary_context(device_index)
     context.push()
     try:

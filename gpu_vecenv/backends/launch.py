@@ -81,7 +81,6 @@ class DriverModule:
         handle = ctypes.c_void_p()
         check(libcuda().cuModuleLoadData(ctypes.byref(handle), image), "cuModuleLoadData")
         self.handle = handle
-        self._image = image
 
     def function(self, name: str) -> ctypes.c_void_p:
         handle = ctypes.c_void_p()
@@ -117,8 +116,7 @@ class Kernel:
                  args: tuple) -> None:
         """Launch on torch's current stream of the kernel's device (which must be torch's
         current device: the driver launches into the thread's current context)."""
-        stream = (_RAW_STREAM(self.device_index) if _RAW_STREAM is not None
-                  else current_raw_stream(self.device_index))
+        stream = current_raw_stream(self.device_index)
         if stream == 0:
             self._pycuda.prepared_async_call(grid, block, None, *args)
         else:

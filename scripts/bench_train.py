@@ -19,11 +19,12 @@ the anchors of issue 5) it runs three measurements, each in a fresh Python proce
    started (interpreter, imports and CUDA start-up included) and since training
    started, the env steps used, and a check by 100 evaluation episodes (CartPole only).
 
-Each measurement runs once per ``--graphs`` setting (default on a GPU ``true,false``: the
-roll-out and update captured as CUDA graphs, then eager), so the effect of the graphs is measured
-in the same call. ``time_to_475`` also reports where the time before training went
-(imports, building the trainer: CUDA start-up, kernel loading, networks; the first
-iteration).
+Each measurement runs once per ``--fused`` setting (``trainer.fused_kernels``, default
+null: the fused PPO kernels where they apply) and per ``--graphs`` setting (default on a
+GPU ``true,false``: the roll-out and update captured as CUDA graphs, then eager), so their
+effects are measured in the same call. ``time_to_475`` also reports where the time
+before training went (imports, building the trainer: CUDA start-up, kernel loading,
+networks; the first iteration).
 
 With ``--env`` another env is measured (throughput and breakdown; ``--sizes`` counts
 games for Tag, and the rates are agent-steps/s).
@@ -81,7 +82,8 @@ def worker(args: argparse.Namespace) -> dict:
                  "ppo.num_minibatches=4", f"ppo.learning_rate={args.learning_rate}",
                  f"trainer.log_interval={1 if mode == 'time_to_475' else 10}",
                  f"trainer.sync_timing={'true' if mode == 'breakdown' else 'false'}",
-                 f"trainer.cuda_graphs={args.graphs}"]
+                 f"trainer.cuda_graphs={args.graphs}",
+                 f"trainer.fused_kernels={args.fused}"]
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(None, overrides, env=args.env, num_envs=args.num_envs,
                              env_kwargs=json.loads(args.env_kwargs),
@@ -112,6 +114,8 @@ def worker(args: argparse.Namespace) -> dict:
                   "vector_slots": trainer.num_slots, "num_steps": args.num_steps,
                   "device": str(device), "backend": trainer.env.backend_name,
                   "cuda_graphs": trainer.graphs is not None,
+                  "fused_kernels": all(getattr(g.learner, "fused", None) is not None
+                                       for g in trainer.groups),
                   "wall_seconds": time.time() - t0,
                   "startup_seconds": {"interpreter_and_imports": imported - started,
                                       "build_trainer": built - imported,
@@ -157,6 +161,9 @@ def main() -> int:
     parser.add_argument("--learning-rate", type=float, default=2.5e-3,
                         help="PPO learning rate (default 2.5e-3)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--fused", default="null",
+                        help="trainer.fused_kernels settings to measure (comma-separated: "
+                             "true, false, null; default null)")
     parser.add_argument("--graphs", default=None,
                         help="trainer.cuda_graphs settings to measure (comma-separated: "
                              "true, false, null); default true,false on a GPU, else null")
@@ -178,19 +185,20 @@ def main() -> int:
     results = []
     modes = [m for m in args.modes.split(",")
              if m != "time_to_475" or args.env == "GPUCartPole-v1"]
-    runs = [(size, graphs, mode) for size in (int(s) for s in args.sizes.split(","))
-            for graphs in args.graphs.split(",") for mode in modes]
-    for size, graphs, mode in runs:
+    runs = [(size, fused, graphs, mode) for size in (int(s) for s in args.sizes.split(","))
+            for fused in args.fused.split(",") for graphs in args.graphs.split(",")
+            for mode in modes]
+    for size, fused, graphs, mode in runs:
         cmd = [sys.executable, os.path.abspath(__file__), args.output, "--worker", mode,
-               "--graphs", graphs, "--num-envs", str(size), "--device", args.device, "--backend",
-               args.backend, "--num-steps", str(args.num_steps), "--iterations",
-               str(args.iterations), "--max-iterations", str(args.max_iterations),
+               "--graphs", graphs, "--fused", fused, "--num-envs", str(size), "--device",
+               args.device, "--backend", args.backend, "--num-steps", str(args.num_steps),
+               "--iterations", str(args.iterations), "--max-iterations", str(args.max_iterations),
                "--learning-rate", str(args.learning_rate), "--seed", str(args.seed),
                "--env", args.env, "--env-kwargs", args.env_kwargs]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode != 0 or not lines:
-            result = {"mode": mode, "num_envs": size, "graphs": graphs,
+            result = {"mode": mode, "num_envs": size, "graphs": graphs, "fused": fused,
                       "error": proc.stderr[-2000:]}
         else:
             result = json.loads(lines[-1][len("RESULT "):])
@@ -205,7 +213,8 @@ def main() -> int:
 
 def _summary(r: dict) -> str:
     graphs = {True: "graphs", False: "eager"}.get(r.get("cuda_graphs"), r.get("graphs", ""))
-    head = f"{r.get('env', '')} {r['num_envs']:>6} envs {graphs:<6} {r['mode']:<12}"
+    fused = {True: "fused", False: "torch"}.get(r.get("fused_kernels"), r.get("fused", ""))
+    head = f"{r.get('env', '')} {r['num_envs']:>6} envs {graphs:<6} {fused:<5} {r['mode']:<12}"
     if "error" in r:
         return f"{head} FAILED: {r['error'].strip().splitlines()[-1] if r['error'] else ''}"
     if r["mode"] == "time_to_475":

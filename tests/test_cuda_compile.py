@@ -18,7 +18,8 @@ from gpu_vecenv.backends.compiler import (
     find_nvcc,
 )
 
-KERNEL_FILES = sorted(p.stem for p in CUDA_SRC.glob("*.cu"))
+KERNEL_FILES = sorted(p.stem for p in CUDA_SRC.glob("*.cu") if p.stem != "ppo_mlp")
+"""Env kernel files (ppo_mlp.cu, the trainer's, is sized by -D flags: tested below)."""
 CLASSIC = ["acrobot", "cartpole", "mountain_car", "mountain_car_continuous", "pendulum"]
 
 nvcc_required = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
@@ -60,3 +61,28 @@ def test_cache_reuses_the_cubin_and_reports_compile_errors(tmp_path, monkeypatch
         compile_cubin("oops", (9, 0))
     assert "oops.cu" in str(info.value) and "error" in str(info.value)
     assert not list((tmp_path / "cache").glob("oops*"))  # no half-written cache entry
+
+
+@nvcc_required
+@pytest.mark.parametrize("space, obs_dim, hidden, activation, normalize", [
+    ("discrete", 4, (64, 64), "tanh", False),
+    ("multidiscrete", 9, (32, 16, 8, 8), "relu", True),
+    ("box", 3, (48,), "elu", True),
+], ids=["discrete", "multidiscrete", "box"])
+def test_fused_ppo_kernels_compile_for_each_head(space, obs_dim, hidden, activation,
+                                                 normalize, tmp_path):
+    import gymnasium as gym
+    import numpy as np
+
+    from gpu_vecenv.train.distributions import ActionSpec
+    from gpu_vecenv.train.fused import compile_flags
+
+    spaces = {"discrete": gym.spaces.Discrete(3),
+              "multidiscrete": gym.spaces.MultiDiscrete([3, 3], start=[-1, 0]),
+              "box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
+    flags = compile_flags(obs_dim, hidden, activation, ActionSpec.from_space(spaces[space]),
+                          normalize)
+    command = build_command(find_nvcc(), CUDA_SRC / "ppo_mlp.cu", tmp_path / "ppo.cubin",
+                            (9, 0), extra_flags=(*flags, "-Werror", "all-warnings"))
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"ppo_mlp.cu does not build:\n{result.stderr}{result.stdout}"

@@ -152,19 +152,22 @@ def compile_cubin(
     return target
 
 
-_modules: dict[tuple[str, int, str | None], object] = {}
-_cubins: dict[tuple[str, int, str | None], Path] = {}
+_ModuleKey = tuple[str, int, "str | None", tuple[str, ...]]
+_modules: dict[_ModuleKey, object] = {}
+_cubins: dict[_ModuleKey, Path] = {}
 
 
-def load_module(name: str, device_index: int, path: str | os.PathLike | None = None):
+def load_module(name: str, device_index: int, path: str | os.PathLike | None = None,
+                extra_flags: tuple[str, ...] = ()):
     """The PyCUDA module of ``cuda_src/<name>.cu`` loaded into torch's primary context of
-    CUDA device ``device_index`` (compiled for that device's arch; loaded once per process).
+    CUDA device ``device_index`` (compiled for that device's arch with ``extra_flags``,
+    e.g. ``-D`` sizes; loaded once per process and flag set).
 
     PyCUDA is imported here, not earlier. Its context is the device's *primary* context,
     the one PyTorch's runtime uses, retained (never created); it is pushed only while the
     module loads, then popped, so PyCUDA leaves the thread's context stack as it found it.
     """
-    key = (name, device_index, None if path is None else str(path))
+    key = (name, device_index, None if path is None else str(path), tuple(extra_flags))
     module = _modules.get(key)
     if module is not None:
         return module
@@ -172,7 +175,7 @@ def load_module(name: str, device_index: int, path: str | os.PathLike | None = N
     import torch
 
     capability = torch.cuda.get_device_capability(device_index)
-    cubin = compile_cubin(name, capability, path=path)
+    cubin = compile_cubin(name, capability, tuple(extra_flags), path=path)
     _cubins[key] = cubin
     torch.cuda.init()  # torch's runtime makes the primary context current on this thread
     cuda.init()
@@ -186,15 +189,15 @@ def load_module(name: str, device_index: int, path: str | os.PathLike | None = N
     return module
 
 
-_driver_modules: dict[tuple[str, int, str | None], object] = {}
-_cubins: dict[tuple[str, int, str | None], Path] = {}
+_driver_modules: dict[_ModuleKey, object] = {}
 
 
-def load_driver_module(name: str, device_index: int, path: str | os.PathLike | None = None):
+def load_driver_module(name: str, device_index: int, path: str | os.PathLike | None = None,
+                       extra_flags: tuple[str, ...] = ()):
     """The same cubin as :func:`load_module`, loaded through the driver API (ctypes) into
     the same primary context: its functions can be launched on any stream, torch's side
     streams and CUDA-graph capture included (see :mod:`gpu_vecenv.backends.launch`)."""
-    key = (name, device_index, None if path is None else str(path))
+    key = (name, device_index, None if path is None else str(path), tuple(extra_flags))
     module = _driver_modules.get(key)
     if module is not None:
         return module
@@ -202,7 +205,7 @@ def load_driver_module(name: str, device_index: int, path: str | os.PathLike | N
 
     from gpu_vecenv.backends.launch import DriverModule
 
-    load_module(name, device_index, path)  # compiles if needed, retains the context
+    load_module(name, device_index, path, extra_flags)  # compiles if needed
     cubin = _cubins[key]
     context = _primary_context(device_index)
     context.push()

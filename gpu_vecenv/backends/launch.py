@@ -42,8 +42,9 @@ def libcuda() -> ctypes.CDLL:
         lib.cuLaunchKernel.argtypes = [vp, u, u, u, u, u, u, u, vp, ctypes.POINTER(vp),
                                        ctypes.POINTER(vp)]
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        lib.cuFuncSetAttribute.argtypes = [vp, ctypes.c_int, ctypes.c_int]
         for name in ("cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel",
-                     "cuGetErrorString"):
+                     "cuGetErrorString", "cuFuncSetAttribute"):
             getattr(lib, name).restype = ctypes.c_int
         _libcuda = lib
     return _libcuda
@@ -57,6 +58,9 @@ def check(result: int, what: str) -> None:
         message = text.value.decode() if text.value else "unknown error"
         raise RuntimeError(f"{what} failed: CUDA driver error {result} ({message})")
 
+
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+_DEFAULT_SHARED_LIMIT = 48 * 1024
 
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
@@ -101,16 +105,27 @@ class Kernel:
             int32, ``"P"`` pointer), in order; packed with native alignment, as PyCUDA
             and the C compiler lay them out.
         device_index: the CUDA device.
+        shared_bytes: dynamic shared memory per block (``extern __shared__``); above
+            48 KiB the kernel is opted in to more (up to the device's limit).
     """
 
     def __init__(self, module: Any, driver_module: DriverModule, name: str, arg_format: str,
-                 device_index: int):
+                 device_index: int, shared_bytes: int = 0):
         self.name = name
         self.arg_format = arg_format
+        self.shared_bytes = int(shared_bytes)
         self._pycuda = module.get_function(name)
         self._pycuda.prepare(arg_format)
         self._driver_function = driver_module.function(name)
         self.device_index = device_index
+        if self.shared_bytes > _DEFAULT_SHARED_LIMIT:
+            import pycuda.driver as cuda
+
+            self._pycuda.set_attribute(
+                cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, self.shared_bytes)
+            check(libcuda().cuFuncSetAttribute(
+                self._driver_function, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                self.shared_bytes), f"cuFuncSetAttribute({name})")
 
     def __call__(self, grid: tuple[int, int, int], block: tuple[int, int, int],
                  args: tuple) -> None:
@@ -118,7 +133,8 @@ class Kernel:
         current device: the driver launches into the thread's current context)."""
         stream = current_raw_stream(self.device_index)
         if stream == 0:
-            self._pycuda.prepared_async_call(grid, block, None, *args)
+            self._pycuda.prepared_async_call(grid, block, None, *args,
+                                             shared_size=self.shared_bytes)
         else:
             self.launch_on(stream, grid, block, args)
 
@@ -131,6 +147,6 @@ class Kernel:
         extra = (ctypes.c_void_p * 5)(
             _CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
             _CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), _CU_LAUNCH_PARAM_END)
-        check(libcuda().cuLaunchKernel(self._driver_function, *grid, *block, 0,
+        check(libcuda().cuLaunchKernel(self._driver_function, *grid, *block, self.shared_bytes,
                                        ctypes.c_void_p(stream), None, extra),
               f"cuLaunchKernel({self.name})")

@@ -55,6 +55,11 @@ class TrainerConfig:
     """capture the roll-out and the update as CUDA graphs (PPO, A2C): null = whenever
     possible (CUDA device, cuda env backend, no target_kl), true = required (error if not
     possible), false = never"""
+    fused_kernels: bool | None = None
+    """PPO with fused CUDA kernels (roll-out sampling, values, GAE and the minibatch
+    forward/loss/backward/clip in a few launches): null = whenever possible (CUDA device,
+    PPO, 1-4 hidden layers small enough for a block's shared memory), true = required
+    (error if not possible), false = torch ops and autograd"""
 
 
 @dataclass

@@ -116,9 +116,13 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
                      + torch.tensor(ids, device=device).unsqueeze(0)).reshape(-1)
             n = slots.shape[0]
         if isinstance(algo_config, DDPGConfig):
+            if config.trainer.fused_kernels:
+                raise ValueError("trainer.fused_kernels=true, but they implement PPO's "
+                                 "update, not ddpg's")
             learner = DDPGLearner(algo_config, obs_dim, spec, n, device, generator)
         else:
-            learner = OnPolicyLearner(algo_config, obs_dim, spec, n, device, generator)
+            learner = OnPolicyLearner(algo_config, obs_dim, spec, n, device, generator,
+                                      fused=config.trainer.fused_kernels)
         groups.append(PolicyGroup(name, slots, learner, EpisodeStats(n, device)))
     if len(steps) > 1:
         raise ValueError("all policies must use the same num_steps (ppo, a2c) or "

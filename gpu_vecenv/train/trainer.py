@@ -30,7 +30,8 @@ from gpu_vecenv.train.policies import PolicyGroup, build_groups
 # Keys that may differ between a checkpoint's config and the resuming run's.
 _RESUMABLE_CHANGES = {"total_steps", "run_dir", "log_interval", "checkpoint_interval",
                       "eval_episodes", "progress", "tensorboard", "torch_threads",
-                      "sync_timing", "device", "cuda_graphs"}
+                      "sync_timing", "device", "cuda_graphs",
+                      "fused_kernels"}
 
 
 def resolve_device(name: str) -> torch.device:

@@ -158,3 +158,17 @@ def test_cuda_graphs_required_on_the_cpu_is_a_clear_error(tmp_path):
     config = load_config(None, [], device="cpu", num_envs=4, run_dir=str(tmp_path),
                          progress=False, tensorboard=False)
     assert Trainer(config).graphs is None  # auto: eager on the CPU
+
+
+def test_fused_kernels_required_on_the_cpu_or_for_ddpg_is_a_clear_error(tmp_path):
+    from gpu_vecenv.train.trainer import Trainer
+
+    common = {"num_envs": 4, "run_dir": str(tmp_path), "progress": False,
+              "tensorboard": False, "device": "cpu"}
+    with pytest.raises(ValueError, match="fused_kernels=true, but the device is cpu"):
+        Trainer(load_config(None, ["trainer.fused_kernels=true"], **common))
+    with pytest.raises(ValueError, match="fused_kernels=true, but .*not ddpg's"):
+        Trainer(load_config(None, ["trainer.fused_kernels=true"], env="GPUPendulum-v1",
+                            algo="ddpg", **common))
+    trainer = Trainer(load_config(None, [], **common))
+    assert trainer.groups[0].learner.fused is None  # auto: torch ops on the CPU

@@ -24,6 +24,8 @@ COMMON = {"device": "cuda", "progress": False, "tensorboard": False, "eval_episo
     "overrides, trainer",
     [
         (["ppo.num_steps=16"], {"env": "GPUCartPole-v1", "num_envs": 2048}),
+        (["ppo.num_steps=16", "trainer.fused_kernels=false"],
+         {"env": "GPUCartPole-v1", "num_envs": 2048}),
         (["ppo.num_steps=8", "ppo.normalize_obs=true"],
          {"env": "GPUMountainCarContinuous-v0", "num_envs": 256}),
         (["trainer.algo=a2c"], {"env": "GPUAcrobot-v1", "num_envs": 256}),
@@ -31,7 +33,7 @@ COMMON = {"device": "cuda", "progress": False, "tensorboard": False, "eval_episo
           "ddpg.noise=ou", "ddpg.gradient_steps=2"], {"env": "GPUPendulum-v1", "num_envs": 64}),
         (["ppo.num_steps=8"], {"env": "GPUTag-v0", "num_envs": 16}),
     ],
-    ids=["ppo-cartpole", "ppo-box", "a2c", "ddpg", "ppo-tag"],
+    ids=["ppo-cartpole", "ppo-cartpole-torch-ops", "ppo-box", "a2c", "ddpg", "ppo-tag"],
 )
 def test_rollout_and_update_do_not_sync(tmp_path, overrides, trainer):
     t = Trainer(load_config(None, overrides, run_dir=str(tmp_path), **{**COMMON, **trainer}))
@@ -85,6 +87,8 @@ def _rows(tmp_path, name, overrides, trainer, graphs):
     [
         (["ppo.num_steps=16"], {"env": "GPUCartPole-v1", "num_envs": 512,
                                 "total_steps": 512 * 16 * 6}),
+        (["ppo.num_steps=16", "trainer.fused_kernels=false"],
+         {"env": "GPUCartPole-v1", "num_envs": 512, "total_steps": 512 * 16 * 6}),
         (["ppo.num_steps=8", "ppo.normalize_obs=true"],
          {"env": "GPUMountainCarContinuous-v0", "num_envs": 256, "total_steps": 256 * 8 * 5}),
         (["trainer.algo=a2c"], {"env": "GPUAcrobot-v1", "num_envs": 256,
@@ -92,7 +96,7 @@ def _rows(tmp_path, name, overrides, trainer, graphs):
         (["ppo.num_steps=8"], {"env": "GPUTag-v0", "num_envs": 16,
                                "total_steps": 16 * 11 * 8 * 5}),
     ],
-    ids=["ppo-cartpole", "ppo-box", "a2c", "ppo-tag"],
+    ids=["ppo-cartpole", "ppo-cartpole-torch-ops", "ppo-box", "a2c", "ppo-tag"],
 )
 def test_graphed_training_equals_eager_training(tmp_path, overrides, trainer):
     """Same seed, CUDA graphs on and off: every logged loss and return is identical, and
@@ -135,3 +139,12 @@ def test_invalid_actions_from_a_diverged_policy_stop_the_run(tmp_path):
     with pytest.raises(InvalidActionError, match="invalid action"):
         trainer.run()
     assert trainer.iteration <= 1
+
+
+def test_fused_kernels_true_explains_what_blocks_them(tmp_path):
+    with pytest.raises(ValueError, match="fused_kernels=true.*PPO's update, not a2c's"):
+        Trainer(load_config(None, ["trainer.algo=a2c", "trainer.fused_kernels=true"],
+                            env="GPUCartPole-v1", num_envs=8, run_dir=str(tmp_path), **COMMON))
+    config = load_config(None, ["trainer.fused_kernels=true"], env="GPUCartPole-v1",
+                         num_envs=8, run_dir=str(tmp_path / "ok"), **COMMON)
+    assert Trainer(config).groups[0].learner.fused is not None

@@ -1,0 +1,307 @@
+"""Fused CUDA kernels for PPO with small MLPs (``cuda_src/ppo_mlp.cu``).
+
+With torch ops, a PPO minibatch step on a 64x64 actor-critic is ~180 kernels (forward,
+loss, autograd backward, gradient clipping) of a few microseconds each, and a roll-out
+step ~50: on the GPU the update costs far more in kernel count than in arithmetic. The
+kernels here do the same computation in a handful of launches:
+
+- ``ppo_act`` (roll-out): actor forward, sampling from noise drawn by torch's generator,
+  log-probability, storage writes: 1 kernel + 1 noise draw per step;
+- ``mlp_values`` and ``gae_advantages`` (before the update): V of the roll-out's
+  observations and final observations, then the GAE scan (the same float operations as
+  :func:`gpu_vecenv.train.losses.gae_advantages`, so identical results);
+- per epoch ``advantage_stats`` (each minibatch's advantage mean and std), per minibatch
+  ``ppo_update_tiles`` (forward, loss, backward for tiles of 32 samples; a block's weight
+  gradients accumulate in shared memory), ``ppo_reduce_grads`` (sum of the blocks in a
+  fixed order, statistics), ``clip_grads`` (global-norm clip), then the optimizer.
+
+The math is the torch path's (:mod:`gpu_vecenv.train.losses`, :mod:`.distributions`,
+``ActorCritic``), summed in another order: results agree to float rounding, not bit for
+bit, and a fused run is deterministic (no atomics). GPU tests tie each kernel to the torch
+computation.
+
+The parameters become views into one flat buffer (``FusedPPO.flat_params``, in
+:func:`kernel_parameter_order`), gradients into another, so the kernels see the whole
+network as one array and the optimizer, ``state_dict`` and checkpoints work as before.
+Each network shape compiles its own cubin (sizes are ``-D`` flags), cached like the env
+kernels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gpu_vecenv.train.distributions import ActionSpec
+
+SOURCE = "ppo_mlp"
+TILE = 32
+"""Samples per tile (a block's unit of work)."""
+GROUPS = 8
+"""Threads per sample: a block is ``TILE * GROUPS`` = 256 threads."""
+MAX_HIDDEN_LAYERS = 4
+MAX_SEGMENTS = 8
+_ACTIVATIONS = {"tanh": 0, "relu": 1, "elu": 2}
+_DEFAULT_SHARED_OPTIN = 227 * 1024  # sm_80 and later
+_NSTATS = 5
+_BLOCK = 256
+
+
+def shared_bytes(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec) -> int:
+    """Dynamic shared memory of the update kernel (``UPDATE_SMEM_BYTES`` in the .cu)."""
+    head = spec.head_size
+    sp = TILE + 1
+    hsum = sum(hidden)
+    hmax = max(head, obs_dim, *hidden)
+    params = num_parameters(obs_dim, hidden, spec)
+    rows = _NSTATS + (head if spec.kind == "box" else 0)
+    floats = (obs_dim * sp + (hsum + head) * sp + (hsum + 1) * sp + 4 * hmax * sp + params
+              + rows * sp + rows + TILE)
+    return floats * 4
+
+
+def num_parameters(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec) -> int:
+    """Parameters of the ``ActorCritic`` (actor, critic, Box log_std)."""
+    def net(out: int) -> int:
+        sizes = [obs_dim, *hidden, out]
+        return sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
+    head = spec.head_size
+    return net(head) + net(1) + (head if spec.kind == "box" else 0)
+
+
+def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim: int,
+                   spec: ActionSpec, device: torch.device) -> list[str]:
+    """Why the fused kernels cannot run this policy (empty: they can)."""
+    from gpu_vecenv.backends.compiler import find_nvcc
+
+    reasons = []
+    if device.type != "cuda":
+        reasons.append(f"the device is {device.type}, not cuda")
+    if algo != "ppo":
+        reasons.append(f"they implement PPO's update, not {algo}'s")
+    if not 1 <= len(hidden) <= MAX_HIDDEN_LAYERS:
+        reasons.append(f"they take 1 to {MAX_HIDDEN_LAYERS} hidden layers, not {len(hidden)}")
+    if activation not in _ACTIVATIONS:
+        reasons.append(f"activation {activation!r} is not one of {sorted(_ACTIVATIONS)}")
+    if spec.kind != "box" and len(spec.nvec) > MAX_SEGMENTS:
+        reasons.append(f"they take up to {MAX_SEGMENTS} MultiDiscrete dimensions")
+    if reasons:
+        return reasons
+    limit = _DEFAULT_SHARED_OPTIN
+    if device.type == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(device)
+        limit = getattr(props, "shared_memory_per_block_optin", limit)
+    need = shared_bytes(obs_dim, hidden, spec)
+    if need > limit:
+        reasons.append(f"the network needs {need // 1024} KiB of shared memory per block, "
+                       f"the GPU offers {limit // 1024} KiB (use smaller hidden layers)")
+    if find_nvcc() is None:
+        reasons.append("nvcc (the CUDA compiler) is not found")
+    return reasons
+
+
+def compile_flags(obs_dim: int, hidden: tuple[int, ...], activation: str,
+                  spec: ActionSpec, normalize_obs: bool) -> tuple[str, ...]:
+    """The ``-D`` flags that size ``ppo_mlp.cu`` for one network."""
+    flags = [f"-DOBS_DIM={obs_dim}", f"-DNUM_HIDDEN={len(hidden)}",
+             *(f"-DH{k}={h}" for k, h in enumerate(hidden)),
+             f"-DACTOR_OUT={spec.head_size}", f"-DACTIVATION={_ACTIVATIONS[activation]}",
+             f"-DHEAD_GAUSSIAN={int(spec.kind == 'box')}",
+             f"-DNORMALIZE_OBS={int(normalize_obs)}", f"-DTILE={TILE}", f"-DGROUPS={GROUPS}"]
+    if spec.kind == "box":
+        flags.append("-DNUM_SEG=1")
+    else:
+        flags.append(f"-DNUM_SEG={len(spec.nvec)}")
+        flags += [f"-DSEG{c}={n}" for c, n in enumerate(spec.nvec)]
+        flags += [f"-DSTART{c}={s}" for c, s in enumerate(spec.start) if s]
+    return tuple(flags)
+
+
+def kernel_parameter_order(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """An ``ActorCritic``'s parameters in the kernels' order: actor layers (weight,
+    bias), critic layers, then ``log_std`` (``parameters()`` yields ``log_std`` first)."""
+    params = [*model.actor.parameters(), *model.critic.parameters()]
+    if model.log_std is not None:
+        params.append(model.log_std)
+    if len(params) != len(list(model.parameters())):
+        raise TypeError("the fused kernels take ActorCritic's actor, critic and log_std only")
+    return params
+
+
+def flatten_parameters(params: list[torch.nn.Parameter]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Make ``params`` views into one flat buffer (in this order) and their ``.grad``
+    views into another; returns ``(params, grads)``.
+
+    Parameter objects stay the same (optimizers built afterwards see them as usual) and
+    in-place updates (optimizer steps, ``load_state_dict``) keep the views intact."""
+    total = sum(p.numel() for p in params)
+    device = params[0].device
+    flat = torch.empty(total, device=device)
+    grads = torch.zeros(total, device=device)
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            flat[offset:offset + n].copy_(p.reshape(-1))
+            p.data = flat[offset:offset + n].view_as(p)
+            p.grad = grads[offset:offset + n].view_as(p)
+            offset += n
+    return flat, grads
+
+
+class FusedPPO:
+    """The fused kernels bound to one ``ActorCritic`` (which it flattens in place).
+
+    Args:
+        model: the learner's network, on a CUDA device.
+        spec: its action space.
+        obs_dim, hidden, activation, normalize_obs: its shape (as configured).
+    """
+
+    def __init__(self, model: torch.nn.Module, spec: ActionSpec, obs_dim: int,
+                 hidden: tuple[int, ...], activation: str, normalize_obs: bool):
+        from gpu_vecenv.backends.compiler import load_driver_module, load_module
+        from gpu_vecenv.backends.launch import Kernel
+
+        self.model = model
+        self.spec = spec
+        self.obs_dim = obs_dim
+        self.device = next(model.parameters()).device
+        self.device_index = self.device.index if self.device.index is not None else 0
+        self.parameters = kernel_parameter_order(model)
+        self.flat_params, self.flat_grads = flatten_parameters(self.parameters)
+        self.num_params = self.flat_params.numel()
+        flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs)
+        with torch.cuda.device(self.device_index):
+            module = load_module(SOURCE, self.device_index, extra_flags=flags)
+            driver = load_driver_module(SOURCE, self.device_index, extra_flags=flags)
+            layout = self._read_layout(module)
+        num_params, update_bytes, forward_bytes, tile, threads, action_dim = layout
+        expected = (self.num_params, shared_bytes(obs_dim, hidden, spec), tile, threads)
+        if (num_params, update_bytes, TILE, GROUPS * TILE) != expected:
+            raise RuntimeError(f"ppo_mlp.cu's layout {layout} does not match this network "
+                               f"({self.num_params} parameters)")
+        self.action_dim = action_dim
+        self.threads = threads
+        props = torch.cuda.get_device_properties(self.device)
+        self.max_blocks = 2 * props.multi_processor_count
+
+        def kernel(name: str, fmt: str, shared: int = 0) -> Kernel:
+            return Kernel(module, driver, name, fmt, self.device_index, shared)
+
+        self._update = kernel("ppo_update_tiles", "PPPPPPPPii" + "PPP" + "fff" + "ii" + "PP",
+                              update_bytes)
+        self._reduce = kernel("ppo_reduce_grads", "PPifffPPP")
+        self._clip = kernel("clip_grads", "PPif")
+        self._adv_stats = kernel("advantage_stats", "PPiP")
+        self._act = kernel("ppo_act", "PPiPPPPPiPPPP", forward_bytes)
+        self._values = kernel("mlp_values", "PPiPPP", forward_bytes)
+        self._gae = kernel("gae_advantages", "PPPPPiiffPP")
+        normalizer = model.normalizer
+        self._norm = (normalizer.mean.data_ptr(), normalizer.var.data_ptr())
+        self.totals = torch.zeros(6, device=self.device)
+        self._sumsq = torch.zeros(math.ceil(self.num_params / _BLOCK), device=self.device)
+        self._partial_grads: torch.Tensor | None = None
+        self._partial_stats: torch.Tensor | None = None
+        if spec.kind == "box":
+            self._low = torch.tensor(spec.low, device=self.device)
+            self._high = torch.tensor(spec.high, device=self.device)
+            self._bounded = all(math.isfinite(x) for x in spec.low + spec.high)
+        else:
+            self._low = self._high = torch.zeros(1, device=self.device)
+            self._bounded = False
+
+    @staticmethod
+    def _read_layout(module) -> tuple[int, ...]:
+        import numpy as np
+        import pycuda.driver as cuda
+
+        pointer, size = module.get_global("ppo_mlp_layout")
+        layout = np.zeros(size // 4, dtype=np.int32)
+        torch.cuda.synchronize()
+        cuda.memcpy_dtoh(layout, pointer)
+        return tuple(int(v) for v in layout)
+
+    def _grid(self, rows: int) -> tuple[int, int, int]:
+        return (max(1, min(math.ceil(rows / TILE), self.max_blocks)), 1, 1)
+
+    # -- roll-out --
+
+    def act(self, obs: torch.Tensor, noise: torch.Tensor, obs_out: torch.Tensor,
+            actions_out: torch.Tensor, log_probs_out: torch.Tensor,
+            env_actions: torch.Tensor) -> None:
+        """Sample for ``obs`` ``(N, D)`` with ``noise`` ``(N, head)`` (uniform for
+        categorical heads, standard normal for Box); writes the storage rows ``obs_out``,
+        ``actions_out``, ``log_probs_out`` and the env's ``env_actions``."""
+        n = obs.shape[0]
+        obs = obs.contiguous()
+        self._act(self._grid(n), (self.threads, 1, 1),
+                  (self.flat_params.data_ptr(), obs.data_ptr(), n, noise.data_ptr(),
+                   *self._norm, self._low.data_ptr(), self._high.data_ptr(),
+                   int(self._bounded), obs_out.data_ptr(), actions_out.data_ptr(),
+                   log_probs_out.data_ptr(), env_actions.data_ptr()))
+
+    def values(self, obs: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``V(obs)`` for contiguous ``obs`` ``(M, D)`` into ``out`` ``(M,)``."""
+        n = obs.shape[0]
+        self._values(self._grid(n), (self.threads, 1, 1),
+                     (self.flat_params.data_ptr(), obs.data_ptr(), n, *self._norm,
+                      out.data_ptr()))
+        return out
+
+    def gae(self, rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
+            terminated: torch.Tensor, done: torch.Tensor, gamma: float, gae_lambda: float,
+            advantages: torch.Tensor, returns: torch.Tensor) -> None:
+        """:func:`gpu_vecenv.train.losses.gae_advantages` into ``advantages`` and
+        ``returns``; every array ``(T, N)`` and contiguous."""
+        steps, n = rewards.shape
+        self._gae((math.ceil(n / _BLOCK), 1, 1), (_BLOCK, 1, 1),
+                  (rewards.data_ptr(), values.data_ptr(), next_values.data_ptr(),
+                   terminated.data_ptr(), done.data_ptr(), steps, n, gamma,
+                   gamma * gae_lambda, advantages.data_ptr(), returns.data_ptr()))
+
+    # -- update --
+
+    def advantage_stats(self, advantages: torch.Tensor, order: torch.Tensor, size: int,
+                        count: int, out: torch.Tensor) -> None:
+        """``out[2 m], out[2 m + 1]`` = mean and std of the advantages of minibatch
+        ``m < count`` (rows ``order[m * size:(m + 1) * size]``)."""
+        self._adv_stats((count, 1, 1), (256, 1, 1),
+                        (advantages.data_ptr(), order.data_ptr(), size, out.data_ptr()))
+
+    def minibatch_gradient(self, batch: dict[str, torch.Tensor], order: torch.Tensor,
+                           start: int, size: int, adv_stats: torch.Tensor, clip_coef: float,
+                           ent_coef: float, vf_coef: float, clip_vloss: bool,
+                           norm_adv: bool) -> None:
+        """The PPO loss gradient of rows ``order[start:start + size]`` of ``batch``
+        (``obs``, ``actions``, ``log_probs``, ``advantages``, ``returns``, ``values``:
+        flat, contiguous) into the flat gradient; adds the minibatch's mean loss,
+        policy loss, value loss, entropy, approx KL and clip fraction to :attr:`totals`.
+        ``adv_stats``: the minibatch's (mean, std) from :meth:`advantage_stats`."""
+        grid = self._grid(size)
+        rows = _NSTATS + (self.spec.head_size if self.spec.kind == "box" else 0)
+        needed = grid[0] * self.num_params
+        if self._partial_grads is None or self._partial_grads.numel() < needed:
+            self._partial_grads = torch.empty(needed, device=self.device)
+            self._partial_stats = torch.empty(grid[0] * rows, device=self.device)
+        assert self._partial_stats is not None
+        self._update(grid, (self.threads, 1, 1),
+                     (self.flat_params.data_ptr(), batch["obs"].data_ptr(),
+                      batch["actions"].data_ptr(), batch["log_probs"].data_ptr(),
+                      batch["advantages"].data_ptr(), batch["returns"].data_ptr(),
+                      batch["values"].data_ptr(), order.data_ptr(), start, size,
+                      adv_stats.data_ptr(), *self._norm, clip_coef, ent_coef, vf_coef,
+                      int(clip_vloss), int(norm_adv), self._partial_grads.data_ptr(),
+                      self._partial_stats.data_ptr()))
+        self._reduce(((self.num_params + _BLOCK - 1) // _BLOCK, 1, 1), (_BLOCK, 1, 1),
+                     (self._partial_grads.data_ptr(), self._partial_stats.data_ptr(),
+                      grid[0], 1.0 / size, ent_coef, vf_coef, self.flat_grads.data_ptr(),
+                      self._sumsq.data_ptr(), self.totals.data_ptr()))
+
+    def clip_gradient(self, max_norm: float) -> None:
+        """``torch.nn.utils.clip_grad_norm_`` on the flat gradient (after
+        :meth:`minibatch_gradient`)."""
+        blocks = self._sumsq.numel()
+        self._clip((blocks, 1, 1), (_BLOCK, 1, 1),
+                   (self.flat_grads.data_ptr(), self._sumsq.data_ptr(), blocks, max_norm))

@@ -1,0 +1,185 @@
+"""The fused PPO kernels (``gpu_vecenv.train.fused``) against the torch path (``-m gpu``).
+
+Each kernel is tied to the computation it replaces: the minibatch gradient and statistics
+to autograd through :func:`gpu_vecenv.train.on_policy.ppo_minibatch_loss`, clipping to
+``clip_grad_norm_``, sampling to :mod:`gpu_vecenv.train.distributions` with the same
+noise, values to ``ActorCritic.value`` and GAE to :func:`losses.gae_advantages` (equal bit
+for bit: same float operations). Sums run in another order than cuBLAS's, so gradients
+agree to float rounding.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from gpu_vecenv.train import losses
+from gpu_vecenv.train.config import PPOConfig
+from gpu_vecenv.train.distributions import ActionSpec, log_prob_and_entropy
+from gpu_vecenv.train.fused import FusedPPO, kernel_parameter_order
+from gpu_vecenv.train.networks import ActorCritic
+from gpu_vecenv.train.on_policy import ppo_minibatch_loss
+
+pytestmark = pytest.mark.gpu
+
+CASES = {
+    # space, obs_dim, hidden, activation, normalize_obs, PPO settings
+    "discrete-tanh": (gym.spaces.Discrete(2), 4, (64, 64), "tanh", False,
+                      {"ent_coef": 0.01}),
+    "multidiscrete-relu-start": (gym.spaces.MultiDiscrete([3, 4], start=[-1, 2]), 7,
+                                 (32, 16, 8), "relu", True,
+                                 {"ent_coef": 0.05, "clip_vloss": False}),
+    "box-elu": (gym.spaces.Box(-2.0, 2.0, (2,), np.float32), 3, (48,), "elu", True,
+                {"norm_adv": False, "clip_coef": 0.1}),
+    "box-unbounded-4-layers": (gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), 5,
+                               (16, 24, 16, 8), "tanh", False,
+                               {"ent_coef": 0.02, "vf_coef": 1.3}),
+}
+
+
+def _build(case: str, seed: int = 0):
+    space, obs_dim, hidden, activation, normalize, ppo = CASES[case]
+    spec = ActionSpec.from_space(space)
+    torch.manual_seed(seed)
+    model = ActorCritic(obs_dim, spec, hidden, activation, -0.5, normalize).cuda()
+    if normalize:
+        model.normalizer.mean.normal_()
+        model.normalizer.var.uniform_(0.3, 3.0)
+    reference = copy.deepcopy(model)
+    fused = FusedPPO(model, spec, obs_dim, hidden, activation, normalize)
+    config = PPOConfig(hidden_sizes=hidden, activation=activation, **ppo)
+    return spec, model, reference, fused, config
+
+
+def _rollout(spec, reference, rows: int, obs_dim: int):
+    """Observations, actions sampled from the policy, perturbed old log-probs/values."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    obs = torch.randn(rows, obs_dim, device="cuda", generator=g) * 2
+    with torch.no_grad():
+        action, log_prob = reference.act(obs, g)
+        values = reference.value(obs)
+    shift = torch.randn(rows, device="cuda", generator=g) * 0.3
+    return {"obs": obs, "actions": action.contiguous(), "log_probs": log_prob + shift,
+            "advantages": torch.randn(rows, device="cuda", generator=g) * 3 + 0.5,
+            "returns": torch.randn(rows, device="cuda", generator=g),
+            "values": values + torch.randn(rows, device="cuda", generator=g) * 0.3}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("rows, start, size", [(300, 20, 250), (4096, 0, 4096)],
+                         ids=["partial-tile", "full-tiles"])
+def test_minibatch_gradient_and_statistics_match_autograd(case, rows, start, size):
+    spec, model, reference, fused, c = _build(case)
+    obs_dim = CASES[case][1]
+    batch = _rollout(spec, reference, rows, obs_dim)
+    order = torch.randperm(rows, device="cuda", generator=torch.Generator("cuda").manual_seed(2))
+    idx = order[start:start + size]
+    loss, stats = ppo_minibatch_loss(reference, c, batch["obs"][idx], batch["actions"][idx],
+                                     batch["log_probs"][idx], batch["advantages"][idx],
+                                     batch["returns"][idx], batch["values"][idx])
+    loss.backward()
+    expected = torch.cat([p.grad.reshape(-1) for p in kernel_parameter_order(reference)])
+
+    adv_stats = torch.zeros(2, device="cuda")
+    fused.advantage_stats(batch["advantages"], order[start:], size, 1, adv_stats)
+    adv = batch["advantages"][idx]
+    torch.testing.assert_close(adv_stats, torch.stack([adv.mean(), adv.std()]))
+    fused.minibatch_gradient(batch, order, start, size, adv_stats, c.clip_coef, c.ent_coef,
+                             c.vf_coef, c.clip_vloss, c.norm_adv)
+    torch.testing.assert_close(fused.flat_grads, expected, rtol=2e-4, atol=2e-6)
+    torch.testing.assert_close(fused.totals, stats, rtol=2e-4, atol=2e-6)
+    assert 0.0 < float(stats[5]) < 1.0  # some samples clipped, some not: both branches ran
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=2e-4, atol=2e-6)  # views of the flat
+
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)
+    fused.clip_gradient(0.05)
+    clipped = torch.cat([p.grad.reshape(-1) for p in kernel_parameter_order(reference)])
+    torch.testing.assert_close(fused.flat_grads, clipped, rtol=2e-4, atol=2e-7)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_act_samples_like_the_distributions_with_the_same_noise(case):
+    spec, model, reference, fused, _ = _build(case)
+    n, obs_dim = 1000, CASES[case][1]
+    obs = torch.randn(n, obs_dim, device="cuda") * 2
+    box = spec.kind == "box"
+    noise = (torch.randn if box else torch.rand)(n, spec.head_size, device="cuda")
+    obs_out = torch.zeros_like(obs)
+    shape = (n, *spec.action_shape)
+    actions = torch.zeros(shape, dtype=spec.dtype, device="cuda")
+    env_actions = torch.zeros_like(actions) if box else actions
+    log_probs = torch.zeros(n, device="cuda")
+    fused.act(obs, noise, obs_out, actions, log_probs, env_actions)
+
+    with torch.no_grad():
+        params = reference.actor(reference.normalizer(obs))
+        if box:
+            expected = params + noise * torch.exp(reference.log_std)
+        else:
+            parts, offset = [], 0
+            tiny = torch.finfo(torch.float32).tiny
+            for size in spec.nvec:
+                u = noise[:, offset:offset + size].clamp(min=tiny)
+                logits = params[:, offset:offset + size]
+                parts.append(torch.argmax(logits - torch.log(-torch.log(u)), dim=-1))
+                offset += size
+            expected = torch.stack(parts, -1) + torch.tensor(spec.start, device="cuda")
+            expected = expected.reshape(shape)
+        expected_log_prob, _ = log_prob_and_entropy(spec, params, reference.log_std, expected)
+    assert torch.equal(obs_out, obs)
+    if box:
+        torch.testing.assert_close(actions, expected, rtol=1e-5, atol=1e-5)
+        low = torch.tensor(spec.low, device="cuda")
+        high = torch.tensor(spec.high, device="cuda")
+        bounded = all(math.isfinite(x) for x in spec.low + spec.high)
+        torch.testing.assert_close(env_actions,
+                                   torch.clamp(actions, low, high) if bounded else actions)
+    else:
+        assert torch.equal(actions, expected)
+    torch.testing.assert_close(log_probs, expected_log_prob, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["discrete-tanh", "multidiscrete-relu-start"])
+def test_values_match_the_critic(case):
+    _, _, reference, fused, _ = _build(case)
+    obs = torch.randn(777, CASES[case][1], device="cuda")
+    out = torch.full((777,), float("nan"), device="cuda")
+    fused.values(obs, out)
+    with torch.no_grad():
+        torch.testing.assert_close(out, reference.value(obs), rtol=1e-5, atol=1e-5)
+
+
+def test_gae_kernel_equals_the_torch_scan_bit_for_bit():
+    _, _, _, fused, _ = _build("discrete-tanh")
+    g = torch.Generator(device="cuda").manual_seed(5)
+    t, n = 37, 1000
+    rewards = torch.randn(t, n, device="cuda", generator=g)
+    values = torch.randn(t, n, device="cuda", generator=g)
+    next_values = torch.randn(t, n, device="cuda", generator=g)
+    terminated = torch.rand(t, n, device="cuda", generator=g) < 0.05
+    done = terminated | (torch.rand(t, n, device="cuda", generator=g) < 0.05)
+    expected = losses.gae_advantages(rewards, values, next_values, terminated, done, 0.98, 0.9)
+    advantages, returns = torch.empty_like(rewards), torch.empty_like(rewards)
+    fused.gae(rewards, values, next_values, terminated, done, 0.98, 0.9, advantages, returns)
+    assert torch.equal(advantages, expected[0]) and torch.equal(returns, expected[1])
+
+
+def test_flat_parameters_survive_optimizer_steps_and_state_loads():
+    _, model, reference, fused, _ = _build("box-elu")
+    params = fused.parameters
+    assert all(p.grad is not None for p in model.parameters())
+    assert {id(p) for p in params} == {id(p) for p in model.parameters()}
+    with torch.no_grad():
+        params[0].add_(1.0)
+    assert torch.equal(fused.flat_params[:params[0].numel()], params[0].reshape(-1))
+    assert torch.equal(fused.flat_params[-params[-1].numel():], model.log_std)
+    model.load_state_dict(reference.state_dict())
+    torch.testing.assert_close(
+        fused.flat_params,
+        torch.cat([p.reshape(-1) for p in kernel_parameter_order(reference)]))

@@ -111,9 +111,13 @@ __host__ __device__ constexpr int seg_start(int c) {
 // Layer k of a net maps in_size(k) -> out_size(k, out); layer L is the output layer.
 __host__ __device__ constexpr int in_size(int k) { return k == 0 ? D : hidden(k - 1); }
 __host__ __device__ constexpr int out_size(int k, int out) { return k == L ? out : hidden(k); }
+__host__ __device__ constexpr int align4(int n) { return (n + 3) / 4 * 4; }
+// Offset of layer k's weight within a net (its bias follows the weight). Every weight
+// starts at a multiple of 4 floats (16 bytes) so rows load as float4; layer_offset(L + 1)
+// is the net's padded size.
 __host__ __device__ constexpr int layer_offset(int k, int out) {
   int n = 0;
-  for (int j = 0; j < k; ++j) n += in_size(j) * out_size(j, out) + out_size(j, out);
+  for (int j = 0; j < k; ++j) n = align4(n + in_size(j) * out_size(j, out) + out_size(j, out));
   return n;
 }
 __host__ __device__ constexpr int rows_before(int k) {  // activation rows of hidden layers < k
@@ -132,7 +136,7 @@ constexpr int HMAX = max_width();
 constexpr int ACTOR_BASE = 0;
 constexpr int CRITIC_BASE = layer_offset(L + 1, A);
 constexpr int LOG_STD_BASE = CRITIC_BASE + layer_offset(L + 1, 1);
-constexpr int NUM_PARAMS = LOG_STD_BASE + (HEAD_GAUSSIAN ? A : 0);
+constexpr int NUM_PARAMS = align4(LOG_STD_BASE + (HEAD_GAUSSIAN ? A : 0));
 constexpr int ACTION_DIM = HEAD_GAUSSIAN ? A : NUM_SEG;
 constexpr int NSTATS = 5;                    // policy loss, value loss, entropy, kl, clipped
 constexpr int NROWS = NSTATS + (HEAD_GAUSSIAN ? A : 0);   // + per-sample log_std gradients
@@ -172,7 +176,8 @@ __device__ __forceinline__ float activation_grad(float a) {
 }
 
 // out[j][s] = act(b[j] + sum_i w[j][i] in[i][s]) for this thread's sample s and its units
-// j = g, g + G, ...; w is the layer's weight, its bias follows it.
+// j = g, g + G, ...; w is the layer's weight (16-byte aligned), its bias follows it. With
+// in_n a multiple of 4, weight rows are read 4 at a time (one float4 per unit and 4 inputs).
 __device__ __forceinline__ void forward_layer(const float* __restrict__ w, int in_n, int out_n,
                                               bool act, const float* in, float* out, int s,
                                               int g) {
@@ -183,12 +188,27 @@ __device__ __forceinline__ void forward_layer(const float* __restrict__ w, int i
       const int j = j0 + u * G;
       acc[u] = j < out_n ? __ldg(w + out_n * in_n + j) : 0.f;
     }
-    for (int i = 0; i < in_n; ++i) {
-      const float x = in[i * SP + s];
+    if (in_n % 4 == 0) {
+      for (int i = 0; i < in_n; i += 4) {
+        const float x0 = in[i * SP + s], x1 = in[(i + 1) * SP + s];
+        const float x2 = in[(i + 2) * SP + s], x3 = in[(i + 3) * SP + s];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = j0 + u * G;
-        if (j < out_n) acc[u] = fmaf(__ldg(w + j * in_n + i), x, acc[u]);
+        for (int u = 0; u < U; ++u) {
+          const int j = j0 + u * G;
+          if (j < out_n) {
+            const float4 v = __ldg(reinterpret_cast<const float4*>(w + j * in_n + i));
+            acc[u] = fmaf(v.w, x3, fmaf(v.z, x2, fmaf(v.y, x1, fmaf(v.x, x0, acc[u]))));
+          }
+        }
+      }
+    } else {
+      for (int i = 0; i < in_n; ++i) {
+        const float x = in[i * SP + s];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int j = j0 + u * G;
+          if (j < out_n) acc[u] = fmaf(__ldg(w + j * in_n + i), x, acc[u]);
+        }
       }
     }
 #pragma unroll
@@ -199,10 +219,49 @@ __device__ __forceinline__ void forward_layer(const float* __restrict__ w, int i
   }
 }
 
-// dz_prev[i][s] = act'(a_prev[i][s]) * sum_j w[j][i] dz[j][s]
+// dz_prev[i][s] = act'(a_prev[i][s]) * sum_j w[j][i] dz[j][s]. With in_n a multiple of 4,
+// a thread takes 8 consecutive inputs (two float4 reads of each weight row).
 __device__ __forceinline__ void backward_layer(const float* __restrict__ w, int in_n, int out_n,
                                                const float* dz, const float* a_prev,
                                                float* dz_prev, int s, int g) {
+  if (in_n % 4 == 0) {
+    const int quads = in_n / 4;
+    for (int q0 = g; q0 < quads; q0 += 2 * G) {
+      const int q1 = q0 + G;
+      const bool second = q1 < quads;
+      float acc[8];
+#pragma unroll
+      for (int r = 0; r < 8; ++r) acc[r] = 0.f;
+      for (int j = 0; j < out_n; ++j) {
+        const float d = dz[j * SP + s];
+        const float4 a = __ldg(reinterpret_cast<const float4*>(w + j * in_n + 4 * q0));
+        acc[0] = fmaf(a.x, d, acc[0]);
+        acc[1] = fmaf(a.y, d, acc[1]);
+        acc[2] = fmaf(a.z, d, acc[2]);
+        acc[3] = fmaf(a.w, d, acc[3]);
+        if (second) {
+          const float4 b = __ldg(reinterpret_cast<const float4*>(w + j * in_n + 4 * q1));
+          acc[4] = fmaf(b.x, d, acc[4]);
+          acc[5] = fmaf(b.y, d, acc[5]);
+          acc[6] = fmaf(b.z, d, acc[6]);
+          acc[7] = fmaf(b.w, d, acc[7]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int i = 4 * q0 + r;
+        dz_prev[i * SP + s] = acc[r] * activation_grad(a_prev[i * SP + s]);
+      }
+      if (second) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int i = 4 * q1 + r;
+          dz_prev[i * SP + s] = acc[4 + r] * activation_grad(a_prev[i * SP + s]);
+        }
+      }
+    }
+    return;
+  }
   for (int i0 = g; i0 < in_n; i0 += G * U) {
     float acc[U];
 #pragma unroll
@@ -224,14 +283,42 @@ __device__ __forceinline__ void backward_layer(const float* __restrict__ w, int 
 }
 
 // grad[j][i] += sum_s dz[j][s] a_prev[i][s]; grad_bias[j] += sum_s dz[j][s] (fixed order).
+// With out_n even and in_n a multiple of 4, a thread owns 2 x 4 entries (rows j, j + 1;
+// columns i, i + Q, i + 2Q, i + 3Q with Q = in_n / 4: neighbouring threads read
+// neighbouring columns, so the shared-memory reads do not conflict).
 __device__ __forceinline__ void weight_grad(float* grad, int in_n, int out_n, const float* dz,
                                             const float* a_prev, int tid) {
-  for (int e = tid; e < out_n * in_n; e += T) {
-    const int j = e / in_n, i = e - j * in_n;
-    float acc = 0.f;
+  if (out_n % 2 == 0 && in_n % 4 == 0) {
+    const int q = in_n / 4;
+    for (int t = tid; t < (out_n / 2) * q; t += T) {
+      const int j = 2 * (t / q), i = t - (t / q) * q;
+      float acc[8];
+#pragma unroll
+      for (int r = 0; r < 8; ++r) acc[r] = 0.f;
+#pragma unroll 4
+      for (int s = 0; s < S; ++s) {
+        const float d0 = dz[j * SP + s], d1 = dz[(j + 1) * SP + s];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float a = a_prev[(i + r * q) * SP + s];
+          acc[r] = fmaf(d0, a, acc[r]);
+          acc[4 + r] = fmaf(d1, a, acc[4 + r]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        grad[j * in_n + i + r * q] += acc[r];
+        grad[(j + 1) * in_n + i + r * q] += acc[4 + r];
+      }
+    }
+  } else {
+    for (int e = tid; e < out_n * in_n; e += T) {
+      const int j = e / in_n, i = e - j * in_n;
+      float acc = 0.f;
 #pragma unroll 8
-    for (int s = 0; s < S; ++s) acc = fmaf(dz[j * SP + s], a_prev[i * SP + s], acc);
-    grad[e] += acc;
+      for (int s = 0; s < S; ++s) acc = fmaf(dz[j * SP + s], a_prev[i * SP + s], acc);
+      grad[e] += acc;
+    }
   }
   for (int j = tid; j < out_n; j += T) {
     float acc = 0.f;
@@ -607,7 +694,8 @@ extern "C" __global__ void __launch_bounds__(T) ppo_act(
         const float z = (a - mu) / expf(log_std);
         lp += -0.5f * z * z - log_std - LOG_SQRT_2PI;
         act[row * A + d] = a;
-        env[row * A + d] = bounded ? fminf(fmaxf(a, low[d]), high[d]) : a;
+        // NaN stays NaN (fmaxf/fminf would drop it): the env reports it as invalid.
+        env[row * A + d] = bounded && a == a ? fminf(fmaxf(a, low[d]), high[d]) : a;
       }
 #else
       int64_t* act = static_cast<int64_t*>(actions_out);
@@ -616,9 +704,11 @@ extern "C" __global__ void __launch_bounds__(T) ppo_act(
       for (int c = 0; c < NUM_SEG; ++c) {
         const int m = seg_size(c);
         int best = 0;
+        bool nan = false;
         float best_score = -3.402823466e+38f, mx = out[o * SP + s];
         for (int k = 0; k < m; ++k) {
           const float l = out[(o + k) * SP + s];
+          nan |= l != l;
           mx = fmaxf(mx, l);
           const float uk = fmaxf(u[o + k], 1.17549435e-38f);
           const float score = l - logf(-logf(uk));
@@ -627,7 +717,9 @@ extern "C" __global__ void __launch_bounds__(T) ppo_act(
         float sum = 0.f;
         for (int k = 0; k < m; ++k) sum += expf(out[(o + k) * SP + s] - mx);
         lp += out[(o + best) * SP + s] - (mx + logf(sum));
-        act[row * NUM_SEG + c] = (int64_t)best + seg_start(c);
+        // A NaN logit (a diverged network) gives an out-of-range action, which the env
+        // reports as invalid, like a NaN Box action.
+        act[row * NUM_SEG + c] = (nan ? -1 : (int64_t)best) + seg_start(c);
         o += m;
       }
 #endif

@@ -69,9 +69,12 @@ def _split(logits: torch.Tensor, spec: ActionSpec) -> list[torch.Tensor]:
 
 
 def _gumbel_argmax(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """A sample of the categorical of ``logits`` (Gumbel-max); -1 (an invalid action, which
+    the env reports) where a row holds a NaN logit, as from a diverged network."""
     u = torch.rand(logits.shape, device=logits.device, generator=generator)
     u = u.clamp_(min=torch.finfo(u.dtype).tiny)
-    return torch.argmax(logits - torch.log(-torch.log(u)), dim=-1)
+    index = torch.argmax(logits - torch.log(-torch.log(u)), dim=-1)
+    return torch.where(torch.isnan(logits).any(-1), -1, index)
 
 
 def _offset(index: torch.Tensor, spec: ActionSpec, sign: int = 1) -> torch.Tensor:

@@ -61,13 +61,32 @@ def shared_bytes(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec) -> int
     return floats * 4
 
 
-def num_parameters(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec) -> int:
-    """Parameters of the ``ActorCritic`` (actor, critic, Box log_std)."""
-    def net(out: int) -> int:
-        sizes = [obs_dim, *hidden, out]
-        return sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
+def _align4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
+def parameter_offsets(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec
+                      ) -> tuple[list[int], int]:
+    """Where each parameter starts in the flat buffer (in :func:`kernel_parameter_order`)
+    and the buffer's size, as ``ppo_mlp.cu`` lays them out: every weight starts at a
+    multiple of 4 floats (rows load as float4); padding floats belong to no parameter."""
+    offsets: list[int] = []
+    position = 0
     head = spec.head_size
-    return net(head) + net(1) + (head if spec.kind == "box" else 0)
+    for out in (head, 1):
+        sizes = [obs_dim, *hidden, out]
+        for a, b in zip(sizes, sizes[1:], strict=False):
+            offsets += [position, position + a * b]  # weight, bias
+            position = _align4(position + a * b + b)
+    if spec.kind == "box":
+        offsets.append(position)
+        position += head
+    return offsets, _align4(position)
+
+
+def num_parameters(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec) -> int:
+    """Floats of the flat parameter buffer (the ``ActorCritic``'s parameters + padding)."""
+    return parameter_offsets(obs_dim, hidden, spec)[1]
 
 
 def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim: int,
@@ -129,24 +148,22 @@ def kernel_parameter_order(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return params
 
 
-def flatten_parameters(params: list[torch.nn.Parameter]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Make ``params`` views into one flat buffer (in this order) and their ``.grad``
-    views into another; returns ``(params, grads)``.
+def flatten_parameters(params: list[torch.nn.Parameter], offsets: list[int], total: int
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Make ``params`` views into one flat buffer of ``total`` floats (parameter ``k`` at
+    ``offsets[k]``) and their ``.grad`` views into another; returns ``(params, grads)``.
 
     Parameter objects stay the same (optimizers built afterwards see them as usual) and
     in-place updates (optimizer steps, ``load_state_dict``) keep the views intact."""
-    total = sum(p.numel() for p in params)
     device = params[0].device
-    flat = torch.empty(total, device=device)
+    flat = torch.zeros(total, device=device)
     grads = torch.zeros(total, device=device)
-    offset = 0
     with torch.no_grad():
-        for p in params:
+        for p, offset in zip(params, offsets, strict=True):
             n = p.numel()
             flat[offset:offset + n].copy_(p.reshape(-1))
             p.data = flat[offset:offset + n].view_as(p)
             p.grad = grads[offset:offset + n].view_as(p)
-            offset += n
     return flat, grads
 
 
@@ -170,7 +187,9 @@ class FusedPPO:
         self.device = next(model.parameters()).device
         self.device_index = self.device.index if self.device.index is not None else 0
         self.parameters = kernel_parameter_order(model)
-        self.flat_params, self.flat_grads = flatten_parameters(self.parameters)
+        self.offsets, total = parameter_offsets(obs_dim, hidden, spec)
+        self.flat_params, self.flat_grads = flatten_parameters(self.parameters, self.offsets,
+                                                               total)
         self.num_params = self.flat_params.numel()
         flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs)
         with torch.cuda.device(self.device_index):

@@ -80,3 +80,21 @@ def test_box_matches_normal():
 def test_unsupported_space():
     with pytest.raises(TypeError):
         ActionSpec.from_space(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Discrete(3, start=1),
+                                   gym.spaces.MultiDiscrete([2, 3], start=[0, -1])])
+def test_nan_logits_sample_an_action_outside_the_space(space):
+    """A diverged network (NaN logits) must not act: its rows get start - 1, which the env
+    reports as an invalid action; other rows sample as usual."""
+    spec = ActionSpec.from_space(space)
+    logits = torch.zeros(4, spec.head_size)
+    logits[1, 0] = float("nan")
+    actions = dist.sample(spec, logits, None, torch.Generator().manual_seed(0))
+    rows = actions.reshape(4, -1)
+    start = torch.tensor(spec.start)
+    assert torch.equal(rows[1, 0], start[0] - 1)
+    valid = torch.ones(4, dtype=torch.bool)
+    valid[1] = False
+    assert all(space.contains(a.numpy()) if a.ndim else space.contains(int(a))
+               for a in actions[valid])

@@ -56,6 +56,14 @@ def _build(case: str, seed: int = 0):
     return spec, model, reference, fused, config
 
 
+def _flat(fused: FusedPPO, tensors) -> torch.Tensor:
+    """Tensors laid out like the fused flat buffer (zeros in the padding)."""
+    flat = torch.zeros_like(fused.flat_params)
+    for t, offset in zip(tensors, fused.offsets, strict=True):
+        flat[offset:offset + t.numel()] = t.reshape(-1)
+    return flat
+
+
 def _rollout(spec, reference, rows: int, obs_dim: int):
     """Observations, actions sampled from the policy, perturbed old log-probs/values."""
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -83,7 +91,7 @@ def test_minibatch_gradient_and_statistics_match_autograd(case, rows, start, siz
                                      batch["log_probs"][idx], batch["advantages"][idx],
                                      batch["returns"][idx], batch["values"][idx])
     loss.backward()
-    expected = torch.cat([p.grad.reshape(-1) for p in kernel_parameter_order(reference)])
+    expected = _flat(fused, [p.grad for p in kernel_parameter_order(reference)])
 
     adv_stats = torch.zeros(2, device="cuda")
     fused.advantage_stats(batch["advantages"], order[start:], size, 1, adv_stats)
@@ -99,7 +107,7 @@ def test_minibatch_gradient_and_statistics_match_autograd(case, rows, start, siz
 
     torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)
     fused.clip_gradient(0.05)
-    clipped = torch.cat([p.grad.reshape(-1) for p in kernel_parameter_order(reference)])
+    clipped = _flat(fused, [p.grad for p in kernel_parameter_order(reference)])
     torch.testing.assert_close(fused.flat_grads, clipped, rtol=2e-4, atol=2e-7)
 
 
@@ -178,8 +186,8 @@ def test_flat_parameters_survive_optimizer_steps_and_state_loads():
     with torch.no_grad():
         params[0].add_(1.0)
     assert torch.equal(fused.flat_params[:params[0].numel()], params[0].reshape(-1))
-    assert torch.equal(fused.flat_params[-params[-1].numel():], model.log_std)
+    log_std_at = fused.offsets[-1]
+    assert torch.equal(fused.flat_params[log_std_at:log_std_at + 2], model.log_std)
     model.load_state_dict(reference.state_dict())
-    torch.testing.assert_close(
-        fused.flat_params,
-        torch.cat([p.reshape(-1) for p in kernel_parameter_order(reference)]))
+    torch.testing.assert_close(fused.flat_params,
+                               _flat(fused, kernel_parameter_order(reference)))

@@ -124,15 +124,17 @@ def test_graphs_required_but_impossible_is_a_clear_error(tmp_path):
                             backend="torch", num_envs=64, run_dir=str(tmp_path), **COMMON))
 
 
-def test_invalid_actions_from_a_diverged_policy_stop_the_run(tmp_path):
+@pytest.mark.parametrize("env", ["GPUPendulum-v1", "GPUCartPole-v1"])
+@pytest.mark.parametrize("fused", ["true", "false"])
+def test_invalid_actions_from_a_diverged_policy_stop_the_run(tmp_path, env, fused):
     """On a GPU the env only counts invalid actions (no per-step sync); the run must still
     stop in its first iteration: the env raises once the flag reaches the host, or the
-    trainer's check at the log read does."""
+    trainer's check at the log read does. NaN logits sample an invalid action (-1)."""
     from gpu_vecenv.actions import InvalidActionError
 
-    config = load_config(None, ["ppo.num_steps=8"], env="GPUPendulum-v1", num_envs=64,
-                         total_steps=64 * 8 * 4, run_dir=str(tmp_path), log_interval=1,
-                         **COMMON)
+    config = load_config(None, ["ppo.num_steps=8", f"trainer.fused_kernels={fused}"],
+                         env=env, num_envs=64, total_steps=64 * 8 * 4, run_dir=str(tmp_path),
+                         log_interval=1, **COMMON)
     trainer = Trainer(config)
     with torch.no_grad():
         trainer.groups[0].learner.model.actor[-1].bias.fill_(float("nan"))

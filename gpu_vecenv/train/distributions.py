@@ -134,6 +134,9 @@ def log_prob_and_entropy(
     entropy = torch.zeros(params.shape[0], device=params.device)
     for d, logits in enumerate(_split(params, spec)):
         logp_all = torch.log_softmax(logits, dim=-1)
-        log_prob = log_prob + logp_all.gather(-1, index[:, d:d + 1]).squeeze(-1)
+        # Clamped: the invalid action sampled from NaN logits must not index out of range
+        # (its log-probability is NaN through the logits anyway).
+        chosen = index[:, d:d + 1].clamp(0, logits.shape[-1] - 1)
+        log_prob = log_prob + logp_all.gather(-1, chosen).squeeze(-1)
         entropy = entropy - (torch.exp(logp_all) * logp_all).sum(-1)
     return log_prob, entropy

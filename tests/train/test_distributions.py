@@ -98,3 +98,5 @@ def test_nan_logits_sample_an_action_outside_the_space(space):
     valid[1] = False
     assert all(space.contains(a.numpy()) if a.ndim else space.contains(int(a))
                for a in actions[valid])
+    log_prob, _ = dist.log_prob_and_entropy(spec, logits, None, actions)
+    assert torch.isnan(log_prob[1]) and torch.isfinite(log_prob[valid]).all()

@@ -57,9 +57,10 @@ class TrainerConfig:
     possible), false = never"""
     fused_kernels: bool | None = None
     """PPO with fused CUDA kernels (roll-out sampling, values, GAE and the minibatch
-    forward/loss/backward/clip in a few launches): null = whenever possible (CUDA device,
-    PPO, 1-4 hidden layers small enough for a block's shared memory), true = required
-    (error if not possible), false = torch ops and autograd"""
+    forward/loss/backward/clip in a few launches): null = where possible and measured
+    faster (CUDA device, PPO, 1-4 hidden layers, at most 65,536 rows per minibatch, at most
+    112 KiB of shared memory per block), true = required (error if not possible), false =
+    torch ops and autograd"""
 
 
 @dataclass

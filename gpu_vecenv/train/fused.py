@@ -120,6 +120,30 @@ def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim:
     return reasons
 
 
+AUTO_MAX_MINIBATCH = 65536
+"""Largest minibatch (rows) for which ``fused_kernels: null`` picks the kernels."""
+AUTO_MAX_SHARED_BYTES = 112 * 1024
+"""Largest shared memory per block for which ``null`` picks them (two blocks per SM)."""
+
+
+def auto_blockers(minibatch: int, obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec
+                  ) -> list[str]:
+    """Why ``fused_kernels: null`` leaves a policy on torch ops although the kernels could
+    run it: measured on the H200, they win while two blocks fit on an SM and minibatches
+    are small enough that the launch count dominates (CartPole 64x64: 3.5x at 8,192 rows,
+    1.5x at 65,536); on Tag with 840,000-row minibatches (72 inputs, 42 logits: one block
+    per SM) cuBLAS was 2.4x faster. ``true`` uses them anyway."""
+    reasons = []
+    if minibatch > AUTO_MAX_MINIBATCH:
+        reasons.append(f"minibatches of {minibatch} rows (> {AUTO_MAX_MINIBATCH}) run faster "
+                       "as torch matrix products")
+    need = shared_bytes(obs_dim, hidden, spec)
+    if need > AUTO_MAX_SHARED_BYTES:
+        reasons.append(f"the network needs {need // 1024} KiB of shared memory per block "
+                       f"(> {AUTO_MAX_SHARED_BYTES // 1024} KiB: one block per SM)")
+    return reasons
+
+
 def compile_flags(obs_dim: int, hidden: tuple[int, ...], activation: str,
                   spec: ActionSpec, normalize_obs: bool) -> tuple[str, ...]:
     """The ``-D`` flags that size ``ppo_mlp.cu`` for one network."""

@@ -172,3 +172,20 @@ def test_fused_kernels_required_on_the_cpu_or_for_ddpg_is_a_clear_error(tmp_path
                             algo="ddpg", **common))
     trainer = Trainer(load_config(None, [], **common))
     assert trainer.groups[0].learner.fused is None  # auto: torch ops on the CPU
+
+
+def test_fused_kernels_auto_choice_follows_the_measured_crossover():
+    """null picks the kernels only where they were measured faster than torch ops: small
+    minibatches of networks that leave room for two blocks per SM."""
+    import gymnasium as gym
+
+    from gpu_vecenv.train.distributions import ActionSpec
+    from gpu_vecenv.train.fused import auto_blockers
+
+    cartpole = ActionSpec.from_space(gym.spaces.Discrete(2))
+    tag = ActionSpec.from_space(gym.spaces.MultiDiscrete([21, 21]))
+    assert auto_blockers(8192, 4, (64, 64), cartpole) == []
+    assert auto_blockers(65536, 4, (64, 64), cartpole) == []
+    assert any("rows" in r for r in auto_blockers(2000 * 105 * 16 // 4, 72, (64, 64), tag))
+    assert any("shared memory" in r for r in auto_blockers(1024, 72, (64, 64), tag))
+    assert any("shared memory" in r for r in auto_blockers(1024, 4, (256, 256), cartpole))

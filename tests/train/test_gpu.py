@@ -95,8 +95,11 @@ def _rows(tmp_path, name, overrides, trainer, graphs):
                                 "total_steps": 256 * 5 * 6}),
         (["ppo.num_steps=8"], {"env": "GPUTag-v0", "num_envs": 16,
                                "total_steps": 16 * 11 * 8 * 5}),
+        (["ppo.num_steps=8", "trainer.fused_kernels=true"],
+         {"env": "GPUTag-v0", "num_envs": 16, "total_steps": 16 * 11 * 8 * 5}),
     ],
-    ids=["ppo-cartpole", "ppo-cartpole-torch-ops", "ppo-box", "a2c", "ppo-tag"],
+    ids=["ppo-cartpole", "ppo-cartpole-torch-ops", "ppo-box", "a2c", "ppo-tag",
+         "ppo-tag-fused"],
 )
 def test_graphed_training_equals_eager_training(tmp_path, overrides, trainer):
     """Same seed, CUDA graphs on and off: every logged loss and return is identical, and

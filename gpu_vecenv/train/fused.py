@@ -266,6 +266,16 @@ class FusedPPO:
         cuda.memcpy_dtoh(layout, pointer)
         return tuple(int(v) for v in layout)
 
+    def _launch(self, kernel, grid: tuple[int, int, int], block: tuple[int, int, int],
+                args: tuple) -> None:
+        # The driver launches into the current context: the model's device must be
+        # torch's current one (as for the env kernels).
+        if torch.cuda.current_device() != self.device_index:
+            with torch.cuda.device(self.device_index):
+                kernel(grid, block, args)
+            return
+        kernel(grid, block, args)
+
     def _grid(self, rows: int) -> tuple[int, int, int]:
         return (max(1, min(math.ceil(rows / TILE), self.max_blocks)), 1, 1)
 
@@ -279,7 +289,7 @@ class FusedPPO:
         ``actions_out``, ``log_probs_out`` and the env's ``env_actions``."""
         n = obs.shape[0]
         obs = obs.contiguous()
-        self._act(self._grid(n), (self.threads, 1, 1),
+        self._launch(self._act, self._grid(n), (self.threads, 1, 1),
                   (self.flat_params.data_ptr(), obs.data_ptr(), n, noise.data_ptr(),
                    *self._norm, self._low.data_ptr(), self._high.data_ptr(),
                    int(self._bounded), obs_out.data_ptr(), actions_out.data_ptr(),
@@ -288,7 +298,7 @@ class FusedPPO:
     def values(self, obs: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``V(obs)`` for contiguous ``obs`` ``(M, D)`` into ``out`` ``(M,)``."""
         n = obs.shape[0]
-        self._values(self._grid(n), (self.threads, 1, 1),
+        self._launch(self._values, self._grid(n), (self.threads, 1, 1),
                      (self.flat_params.data_ptr(), obs.data_ptr(), n, *self._norm,
                       out.data_ptr()))
         return out
@@ -299,7 +309,7 @@ class FusedPPO:
         """:func:`gpu_vecenv.train.losses.gae_advantages` into ``advantages`` and
         ``returns``; every array ``(T, N)`` and contiguous."""
         steps, n = rewards.shape
-        self._gae((math.ceil(n / _BLOCK), 1, 1), (_BLOCK, 1, 1),
+        self._launch(self._gae, (math.ceil(n / _BLOCK), 1, 1), (_BLOCK, 1, 1),
                   (rewards.data_ptr(), values.data_ptr(), next_values.data_ptr(),
                    terminated.data_ptr(), done.data_ptr(), steps, n, gamma,
                    gamma * gae_lambda, advantages.data_ptr(), returns.data_ptr()))
@@ -310,7 +320,7 @@ class FusedPPO:
                         count: int, out: torch.Tensor) -> None:
         """``out[2 m], out[2 m + 1]`` = mean and std of the advantages of minibatch
         ``m < count`` (rows ``order[m * size:(m + 1) * size]``)."""
-        self._adv_stats((count, 1, 1), (256, 1, 1),
+        self._launch(self._adv_stats, (count, 1, 1), (256, 1, 1),
                         (advantages.data_ptr(), order.data_ptr(), size, out.data_ptr()))
 
     def minibatch_gradient(self, batch: dict[str, torch.Tensor], order: torch.Tensor,
@@ -329,7 +339,7 @@ class FusedPPO:
             self._partial_grads = torch.empty(needed, device=self.device)
             self._partial_stats = torch.empty(grid[0] * rows, device=self.device)
         assert self._partial_stats is not None
-        self._update(grid, (self.threads, 1, 1),
+        self._launch(self._update, grid, (self.threads, 1, 1),
                      (self.flat_params.data_ptr(), batch["obs"].data_ptr(),
                       batch["actions"].data_ptr(), batch["log_probs"].data_ptr(),
                       batch["advantages"].data_ptr(), batch["returns"].data_ptr(),
@@ -337,7 +347,7 @@ class FusedPPO:
                       adv_stats.data_ptr(), *self._norm, clip_coef, ent_coef, vf_coef,
                       int(clip_vloss), int(norm_adv), self._partial_grads.data_ptr(),
                       self._partial_stats.data_ptr()))
-        self._reduce(((self.num_params + _BLOCK - 1) // _BLOCK, 1, 1), (_BLOCK, 1, 1),
+        self._launch(self._reduce, ((self.num_params + _BLOCK - 1) // _BLOCK, 1, 1), (_BLOCK, 1, 1),
                      (self._partial_grads.data_ptr(), self._partial_stats.data_ptr(),
                       grid[0], 1.0 / size, ent_coef, vf_coef, self.flat_grads.data_ptr(),
                       self._sumsq.data_ptr(), self.totals.data_ptr()))
@@ -346,5 +356,5 @@ class FusedPPO:
         """``torch.nn.utils.clip_grad_norm_`` on the flat gradient (after
         :meth:`minibatch_gradient`)."""
         blocks = self._sumsq.numel()
-        self._clip((blocks, 1, 1), (_BLOCK, 1, 1),
+        self._launch(self._clip, (blocks, 1, 1), (_BLOCK, 1, 1),
                    (self.flat_grads.data_ptr(), self._sumsq.data_ptr(), blocks, max_norm))

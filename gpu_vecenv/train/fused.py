@@ -108,7 +108,7 @@ def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim:
     if reasons:
         return reasons
     limit = _DEFAULT_SHARED_OPTIN
-    if device.type == "cuda" and torch.cuda.is_available():
+    if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(device)
         limit = getattr(props, "shared_memory_per_block_optin", limit)
     need = shared_bytes(obs_dim, hidden, spec)
@@ -220,12 +220,11 @@ class FusedPPO:
             module = load_module(SOURCE, self.device_index, extra_flags=flags)
             driver = load_driver_module(SOURCE, self.device_index, extra_flags=flags)
             layout = self._read_layout(module)
-        num_params, update_bytes, forward_bytes, tile, threads, action_dim = layout
+        num_params, update_bytes, forward_bytes, tile, threads, _ = layout
         expected = (self.num_params, shared_bytes(obs_dim, hidden, spec), tile, threads)
         if (num_params, update_bytes, TILE, GROUPS * TILE) != expected:
             raise RuntimeError(f"ppo_mlp.cu's layout {layout} does not match this network "
                                f"({self.num_params} parameters)")
-        self.action_dim = action_dim
         self.threads = threads
         props = torch.cuda.get_device_properties(self.device)
         self.max_blocks = 2 * props.multi_processor_count

@@ -44,6 +44,16 @@ def ppo_minibatch_loss(model: ActorCritic, c: PPOConfig, obs: torch.Tensor,
     return loss, stats.detach()
 
 
+def _ppo_metrics(totals: torch.Tensor, count: int, num_minibatches: int
+                 ) -> dict[str, torch.Tensor]:
+    """The logged means of ``totals`` (the sums of :func:`ppo_minibatch_loss`'s statistics
+    over ``count`` minibatch steps) and the epochs run."""
+    names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+    metrics = dict(zip(names, (totals / count).unbind(), strict=True))
+    metrics["epochs"] = torch.tensor(float(count) / num_minibatches)
+    return metrics
+
+
 class OnPolicyLearner:
     """PPO (``PPOConfig``) or A2C (``A2CConfig``) for ``num_slots`` agent slots.
 
@@ -219,11 +229,7 @@ class OnPolicyLearner:
                 count += 1
             if c.target_kl is not None and float(epoch_kl) > c.target_kl:
                 break
-        mean = totals / count
-        names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        metrics = dict(zip(names, mean.unbind(), strict=True))
-        metrics["epochs"] = torch.tensor(float(count) / c.num_minibatches)
-        return metrics
+        return _ppo_metrics(totals, count, c.num_minibatches)
 
     def _fused_ppo_update(self, values: torch.Tensor, advantages: torch.Tensor,
                           returns: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -253,11 +259,7 @@ class OnPolicyLearner:
             if kl_before is not None and \
                     float(f.totals[4] - kl_before) / c.num_minibatches > c.target_kl:
                 break
-        mean = f.totals / count
-        names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        metrics = dict(zip(names, mean.unbind(), strict=True))
-        metrics["epochs"] = torch.tensor(float(count) / c.num_minibatches)
-        return metrics
+        return _ppo_metrics(f.totals, count, c.num_minibatches)
 
     def _a2c_update(self, advantages: torch.Tensor, returns: torch.Tensor
                     ) -> dict[str, torch.Tensor]:

@@ -2,27 +2,36 @@
 //
 // A minibatch step of PPO on a 64x64 MLP is ~180 small torch kernels (forward, loss,
 // autograd backward, gradient clipping); here it is four: ppo_update_tiles computes the
-// forward pass, the loss and its gradient for tiles of TILE samples (one sample per
-// thread column, GROUPS threads share a sample's units) and accumulates weight gradients
-// per block; ppo_reduce_grads sums the blocks in a fixed order; clip_grads scales by the
-// global norm; the optimizer (torch's fused Adam) follows. ppo_act samples actions during
-// the roll-out, mlp_values computes V(obs) for GAE, gae_advantages is the backward scan.
+// forward pass, the loss and its gradient for tiles of TILE samples and accumulates weight
+// gradients per block; ppo_reduce_grads sums the blocks in a fixed order; clip_grads scales
+// by the global norm; the optimizer (torch's fused Adam) follows. ppo_act samples actions
+// during the roll-out, mlp_values computes V(obs) for GAE, gae_advantages is the backward
+// scan.
+//
+// The layer products run on shared memory: a block copies the weights there once, keeps a
+// tile's activations unit-major ([unit][sample]), and every thread computes 4 x 4 outputs
+// per product (forward: 4 units x 4 samples; input gradient: 4 inputs x 4 samples; weight
+// gradient: 4 units x 4 inputs summed over the tile's samples) from float4 reads: one
+// shared-memory read per 8 multiply-adds.
 //
 // Every size is a compile-time constant (-D flags, one cubin per network shape):
 //   OBS_DIM, NUM_HIDDEN (1..4), H0..H3, ACTOR_OUT (logits or means), ACTIVATION (0 tanh,
 //   1 relu, 2 elu), HEAD_GAUSSIAN (1: Box, else categorical), NUM_SEG (1..8) with SEG0..7
-//   (category counts) and START0..7 (the space's start), NORMALIZE_OBS, TILE, GROUPS.
+//   (category counts) and START0..7 (the space's start), NORMALIZE_OBS, TILE (samples per
+//   tile, a multiple of 8), THREADS (per block).
 //
 // Parameters are one flat float32 buffer in ActorCritic.parameters() order: actor layers
 // (weight [out][in] row-major, then bias), critic layers, then log_std (Box). Nothing is
 // atomic: every sum runs in a fixed order, so a launch is deterministic.
+
 #include <stdint.h>
 
 #if !defined(OBS_DIM) || !defined(NUM_HIDDEN) || !defined(ACTOR_OUT) || !defined(ACTIVATION) \
     || !defined(HEAD_GAUSSIAN) || !defined(NUM_SEG) || !defined(NORMALIZE_OBS) \
-    || !defined(TILE) || !defined(GROUPS)
+    || !defined(TILE) || !defined(THREADS)
 #error "ppo_mlp.cu needs its sizes as -D flags (see gpu_vecenv/train/fused.py)"
 #endif
+
 #ifndef H1
 #define H1 0
 #endif
@@ -81,16 +90,21 @@
 #define START7 0
 #endif
 
+
 namespace {
 
 constexpr int D = OBS_DIM;
 constexpr int L = NUM_HIDDEN;
 constexpr int A = ACTOR_OUT;
 constexpr int S = TILE;        // samples per tile
-constexpr int G = GROUPS;      // threads per sample
-constexpr int T = S * G;       // threads per block
-constexpr int SP = S + 1;      // row stride of activations in shared memory (no bank conflicts)
-constexpr int U = 4;           // units per thread and pass in the layer loops
+constexpr int T = THREADS;     // threads per block
+constexpr int ST = S / 4;      // sample quads per tile
+// Row stride of activations in shared memory: a multiple of 4 floats (float4 reads) with
+// an odd number of float4s, so that 8 threads reading 8 consecutive rows at one column
+// hit 8 different 16-byte bank groups.
+constexpr int SP = S + 4;
+static_assert(S % 8 == 0, "TILE must be a multiple of 8");
+static_assert(T % 32 == 0 && T >= S, "THREADS must be a multiple of 32 and >= TILE");
 #if HEAD_GAUSSIAN
 constexpr float LOG_SQRT_2PI = 0.91893853320467274178f;
 #endif
@@ -112,27 +126,33 @@ __host__ __device__ constexpr int seg_start(int c) {
 __host__ __device__ constexpr int in_size(int k) { return k == 0 ? D : hidden(k - 1); }
 __host__ __device__ constexpr int out_size(int k, int out) { return k == L ? out : hidden(k); }
 __host__ __device__ constexpr int align4(int n) { return (n + 3) / 4 * 4; }
-// Offset of layer k's weight within a net (its bias follows the weight). Every weight
-// starts at a multiple of 4 floats (16 bytes) so rows load as float4; layer_offset(L + 1)
-// is the net's padded size.
+// Offset of layer k's weight within a net in the flat parameters (its bias follows the
+// weight); every weight starts at a multiple of 4 floats. layer_offset(L + 1) is the
+// net's padded size.
 __host__ __device__ constexpr int layer_offset(int k, int out) {
   int n = 0;
   for (int j = 0; j < k; ++j) n = align4(n + in_size(j) * out_size(j, out) + out_size(j, out));
   return n;
 }
-__host__ __device__ constexpr int rows_before(int k) {  // activation rows of hidden layers < k
+// A layer's weight in shared memory: [align4(out)][wstride(in)], zero padded, then the
+// bias [align4(out)]. The row stride is a multiple of 4 floats with an odd number of
+// float4s (conflict-free reads of consecutive rows).
+__host__ __device__ constexpr int wstride(int in) {
+  return (align4(in) / 4) % 2 == 1 ? align4(in) : align4(in) + 4;
+}
+__host__ __device__ constexpr int shared_layer_offset(int k, int out) {
   int n = 0;
-  for (int j = 0; j < k; ++j) n += hidden(j);
+  for (int j = 0; j < k; ++j) n += align4(out_size(j, out)) * (wstride(in_size(j)) + 1);
   return n;
 }
-__host__ __device__ constexpr int max_width() {
-  int m = A > D ? A : D;
-  for (int j = 0; j < L; ++j) m = hidden(j) > m ? hidden(j) : m;
-  return m;
+// Activation rows (padded to 4) of hidden layers < k: layer k's outputs start there.
+__host__ __device__ constexpr int rows_before(int k) {
+  int n = 0;
+  for (int j = 0; j < k; ++j) n += align4(hidden(j));
+  return n;
 }
 
 constexpr int HSUM = rows_before(L);
-constexpr int HMAX = max_width();
 constexpr int ACTOR_BASE = 0;
 constexpr int CRITIC_BASE = layer_offset(L + 1, A);
 constexpr int LOG_STD_BASE = CRITIC_BASE + layer_offset(L + 1, 1);
@@ -141,18 +161,23 @@ constexpr int ACTION_DIM = HEAD_GAUSSIAN ? A : NUM_SEG;
 constexpr int NSTATS = 5;                    // policy loss, value loss, entropy, kl, clipped
 constexpr int NROWS = NSTATS + (HEAD_GAUSSIAN ? A : 0);   // + per-sample log_std gradients
 
-// Shared memory (floats): x, actor activations + output, critic activations + output,
-// four gradient buffers, [update only:] the block's gradient sums, stats rows, stats sums.
-constexpr int X_OFF = 0;
-constexpr int ACTOR_OFF = X_OFF + D * SP;
-constexpr int CRITIC_OFF = ACTOR_OFF + (HSUM + A) * SP;
-constexpr int DZ_OFF = CRITIC_OFF + (HSUM + 1) * SP;
-constexpr int GRAD_OFF = DZ_OFF + 4 * HMAX * SP;
-constexpr int STATS_OFF = GRAD_OFF + NUM_PARAMS;
+// Shared memory (floats, every region 16-byte aligned): the weights of both nets, the
+// tile's inputs, actor and critic activations (hidden layers, then the output), the
+// samples' rows; [update only:] output-layer gradient rows, per-sample statistics and
+// their sums, the block's gradient sums (flat parameter layout). In the backward pass a
+// hidden layer's gradient rows overwrite its activations.
+constexpr int W_ACTOR = 0;
+constexpr int W_CRITIC = W_ACTOR + shared_layer_offset(L + 1, A);
+constexpr int X_OFF = W_CRITIC + shared_layer_offset(L + 1, 1);
+constexpr int ACTOR_OFF = X_OFF + align4(D) * SP;
+constexpr int CRITIC_OFF = ACTOR_OFF + (HSUM + align4(A)) * SP;
+constexpr int ROWS_OFF = CRITIC_OFF + (HSUM + 4) * SP;
+constexpr int DZ_OFF = ROWS_OFF + S;
+constexpr int STATS_OFF = DZ_OFF + (align4(A) + 4) * SP;
 constexpr int STAT_SUM_OFF = STATS_OFF + NROWS * SP;
-constexpr int ROWS_OFF = STAT_SUM_OFF + NROWS;
-constexpr int UPDATE_SMEM_BYTES = (ROWS_OFF + S) * 4;
-constexpr int FORWARD_SMEM_BYTES = (DZ_OFF + S) * 4;   // x, activations, sample rows
+constexpr int GRAD_OFF = STAT_SUM_OFF + align4(NROWS);
+constexpr int UPDATE_SMEM_BYTES = (GRAD_OFF + NUM_PARAMS) * 4;
+constexpr int FORWARD_SMEM_BYTES = DZ_OFF * 4;
 
 __device__ __forceinline__ float activate(float z) {
 #if ACTIVATION == 0
@@ -175,177 +200,254 @@ __device__ __forceinline__ float activation_grad(float a) {
 #endif
 }
 
-// out[j][s] = act(b[j] + sum_i w[j][i] in[i][s]) for this thread's sample s and its units
-// j = g, g + G, ...; w is the layer's weight (16-byte aligned), its bias follows it. With
-// in_n a multiple of 4, weight rows are read 4 at a time (one float4 per unit and 4 inputs).
-__device__ __forceinline__ void forward_layer(const float* __restrict__ w, int in_n, int out_n,
-                                              bool act, const float* in, float* out, int s,
-                                              int g) {
-  for (int j0 = g; j0 < out_n; j0 += G * U) {
-    float acc[U];
+__device__ __forceinline__ float4 load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ __forceinline__ void store4(float* p, float x, float y, float z, float w) {
+  *reinterpret_cast<float4*>(p) = make_float4(x, y, z, w);
+}
+// acc[j] += c * v.j (j = x, y, z, w)
+__device__ __forceinline__ void axpy4(float* acc, float c, float4 v) {
+  acc[0] = fmaf(c, v.x, acc[0]);
+  acc[1] = fmaf(c, v.y, acc[1]);
+  acc[2] = fmaf(c, v.z, acc[2]);
+  acc[3] = fmaf(c, v.w, acc[3]);
+}
+
+// Layer pointers: the weights of net NET (0 actor, 1 critic) layer k in shared memory,
+// the layer's input rows and output rows.
+template <int NET>
+__device__ __forceinline__ float* shared_weight(float* smem, int k) {
+  return NET == 0 ? smem + W_ACTOR + shared_layer_offset(k, A)
+                  : smem + W_CRITIC + shared_layer_offset(k, 1);
+}
+template <int NET>
+__device__ __forceinline__ float* input_rows(float* smem, int k) {
+  return k == 0 ? smem + X_OFF : smem + (NET == 0 ? ACTOR_OFF : CRITIC_OFF) + rows_before(k - 1) * SP;
+}
+template <int NET>
+__device__ __forceinline__ float* output_rows(float* smem, int k) {
+  return smem + (NET == 0 ? ACTOR_OFF : CRITIC_OFF) + rows_before(k) * SP;
+}
+// Gradient rows of layer k's outputs: the output layer's own buffer, a hidden layer's
+// activations (overwritten by the backward pass).
+template <int NET>
+__device__ __forceinline__ float* gradient_rows(float* smem, int k) {
+  return k == L ? smem + DZ_OFF + (NET == 0 ? 0 : align4(A) * SP) : output_rows<NET>(smem, k);
+}
+
+// Copies net NET's weights from the flat parameters into shared memory (zero padded).
+template <int NET>
+__device__ __forceinline__ void load_weights(const float* __restrict__ params, float* smem,
+                                             int tid) {
+  constexpr int OUT = NET == 0 ? A : 1;
+  const float* net = params + (NET == 0 ? ACTOR_BASE : CRITIC_BASE);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int j = j0 + u * G;
-      acc[u] = j < out_n ? __ldg(w + out_n * in_n + j) : 0.f;
+  for (int k = 0; k <= L; ++k) {
+    const int n_out = out_size(k, OUT), n_in = in_size(k), rows = align4(n_out);
+    const int stride = wstride(n_in);
+    const float* src = net + layer_offset(k, OUT);
+    float* dst = shared_weight<NET>(smem, k);
+    for (int e = tid; e < rows * stride; e += T) {
+      const int j = e / stride, i = e - j * stride;
+      dst[e] = j < n_out && i < n_in ? src[j * n_in + i] : 0.f;
     }
-    if (in_n % 4 == 0) {
-      for (int i = 0; i < in_n; i += 4) {
-        const float x0 = in[i * SP + s], x1 = in[(i + 1) * SP + s];
-        const float x2 = in[(i + 2) * SP + s], x3 = in[(i + 3) * SP + s];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int j = j0 + u * G;
-          if (j < out_n) {
-            const float4 v = __ldg(reinterpret_cast<const float4*>(w + j * in_n + i));
-            acc[u] = fmaf(v.w, x3, fmaf(v.z, x2, fmaf(v.y, x1, fmaf(v.x, x0, acc[u]))));
-          }
-        }
-      }
-    } else {
-      for (int i = 0; i < in_n; ++i) {
-        const float x = in[i * SP + s];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int j = j0 + u * G;
-          if (j < out_n) acc[u] = fmaf(__ldg(w + j * in_n + i), x, acc[u]);
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int j = j0 + u * G;
-      if (j < out_n) out[j * SP + s] = act ? activate(acc[u]) : acc[u];
-    }
+    for (int j = tid; j < rows; j += T) dst[rows * stride + j] = j < n_out ? src[n_out * n_in + j] : 0.f;
   }
 }
 
-// dz_prev[i][s] = act'(a_prev[i][s]) * sum_j w[j][i] dz[j][s]. With in_n a multiple of 4,
-// a thread takes 8 consecutive inputs (two float4 reads of each weight row).
-__device__ __forceinline__ void backward_layer(const float* __restrict__ w, int in_n, int out_n,
-                                               const float* dz, const float* a_prev,
-                                               float* dz_prev, int s, int g) {
-  if (in_n % 4 == 0) {
-    const int quads = in_n / 4;
-    for (int q0 = g; q0 < quads; q0 += 2 * G) {
-      const int q1 = q0 + G;
-      const bool second = q1 < quads;
-      float acc[8];
+// Forward, one thread tile t: out[u][s] = act(b[u] + sum_i w[u][i] in[i][s]) for units
+// u = ut + NU q (q < 4, NU = align4(N) / 4) and samples s = 4 st .. 4 st + 3. Padding units
+// have zero weights and bias, so their outputs are act(0) = 0.
+template <int N, int K, bool ACT>
+__device__ __forceinline__ void forward_tile(int t, const float* w, const float* in,
+                                             float* out) {
+  constexpr int NU = align4(N) / 4, WS = wstride(K);
+  const int ut = t / ST, st = t - ut * ST;
+  const float* bias = w + align4(N) * WS;
+  float acc[4][4];
 #pragma unroll
-      for (int r = 0; r < 8; ++r) acc[r] = 0.f;
-      for (int j = 0; j < out_n; ++j) {
-        const float d = dz[j * SP + s];
-        const float4 a = __ldg(reinterpret_cast<const float4*>(w + j * in_n + 4 * q0));
-        acc[0] = fmaf(a.x, d, acc[0]);
-        acc[1] = fmaf(a.y, d, acc[1]);
-        acc[2] = fmaf(a.z, d, acc[2]);
-        acc[3] = fmaf(a.w, d, acc[3]);
-        if (second) {
-          const float4 b = __ldg(reinterpret_cast<const float4*>(w + j * in_n + 4 * q1));
-          acc[4] = fmaf(b.x, d, acc[4]);
-          acc[5] = fmaf(b.y, d, acc[5]);
-          acc[6] = fmaf(b.z, d, acc[6]);
-          acc[7] = fmaf(b.w, d, acc[7]);
-        }
-      }
+  for (int q = 0; q < 4; ++q) {
+    const float b = bias[ut + NU * q];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int i = 4 * q0 + r;
-        dz_prev[i * SP + s] = acc[r] * activation_grad(a_prev[i * SP + s]);
-      }
-      if (second) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int i = 4 * q1 + r;
-          dz_prev[i * SP + s] = acc[4 + r] * activation_grad(a_prev[i * SP + s]);
-        }
-      }
-    }
-    return;
+    for (int j = 0; j < 4; ++j) acc[q][j] = b;
   }
-  for (int i0 = g; i0 < in_n; i0 += G * U) {
-    float acc[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) acc[u] = 0.f;
-    for (int j = 0; j < out_n; ++j) {
-      const float d = dz[j * SP + s];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int i = i0 + u * G;
-        if (i < in_n) acc[u] = fmaf(__ldg(w + j * in_n + i), d, acc[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = i0 + u * G;
-      if (i < in_n) dz_prev[i * SP + s] = acc[u] * activation_grad(a_prev[i * SP + s]);
-    }
-  }
-}
-
-// grad[j][i] += sum_s dz[j][s] a_prev[i][s]; grad_bias[j] += sum_s dz[j][s] (fixed order).
-// With out_n even and in_n a multiple of 4, a thread owns 2 x 4 entries (rows j, j + 1;
-// columns i, i + Q, i + 2Q, i + 3Q with Q = in_n / 4: neighbouring threads read
-// neighbouring columns, so the shared-memory reads do not conflict).
-__device__ __forceinline__ void weight_grad(float* grad, int in_n, int out_n, const float* dz,
-                                            const float* a_prev, int tid) {
-  if (out_n % 2 == 0 && in_n % 4 == 0) {
-    const int q = in_n / 4;
-    for (int t = tid; t < (out_n / 2) * q; t += T) {
-      const int j = 2 * (t / q), i = t - (t / q) * q;
-      float acc[8];
-#pragma unroll
-      for (int r = 0; r < 8; ++r) acc[r] = 0.f;
 #pragma unroll 4
-      for (int s = 0; s < S; ++s) {
-        const float d0 = dz[j * SP + s], d1 = dz[(j + 1) * SP + s];
+  for (int i = 0; i < align4(K); i += 4) {
+    float4 wv[4], xv[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float a = a_prev[(i + r * q) * SP + s];
-          acc[r] = fmaf(d0, a, acc[r]);
-          acc[4 + r] = fmaf(d1, a, acc[4 + r]);
-        }
-      }
+    for (int q = 0; q < 4; ++q) wv[q] = load4(w + (ut + NU * q) * WS + i);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        grad[j * in_n + i + r * q] += acc[r];
-        grad[(j + 1) * in_n + i + r * q] += acc[4 + r];
-      }
-    }
-  } else {
-    for (int e = tid; e < out_n * in_n; e += T) {
-      const int j = e / in_n, i = e - j * in_n;
-      float acc = 0.f;
-#pragma unroll 8
-      for (int s = 0; s < S; ++s) acc = fmaf(dz[j * SP + s], a_prev[i * SP + s], acc);
-      grad[e] += acc;
+    for (int r = 0; r < 4; ++r) xv[r] = load4(in + (i + r) * SP + 4 * st);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      axpy4(acc[q], wv[q].x, xv[0]);
+      axpy4(acc[q], wv[q].y, xv[1]);
+      axpy4(acc[q], wv[q].z, xv[2]);
+      axpy4(acc[q], wv[q].w, xv[3]);
     }
   }
-  for (int j = tid; j < out_n; j += T) {
-    float acc = 0.f;
-    for (int s = 0; s < S; ++s) acc += dz[j * SP + s];
-    grad[out_n * in_n + j] += acc;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    float* o = out + (ut + NU * q) * SP + 4 * st;
+    if (ACT)
+      store4(o, activate(acc[q][0]), activate(acc[q][1]), activate(acc[q][2]),
+             activate(acc[q][3]));
+    else
+      store4(o, acc[q][0], acc[q][1], acc[q][2], acc[q][3]);
   }
 }
 
-__device__ __forceinline__ float* layer_out_rows(float* acts, int k) {
-  return acts + (k == L ? HSUM : rows_before(k)) * SP;
-}
-__device__ __forceinline__ float* layer_in_rows(float* x, float* acts, int k) {
-  return k == 0 ? x : acts + rows_before(k - 1) * SP;
+// Input gradient, one thread tile t: a[i][s] <- act'(a[i][s]) * sum_u w[u][i] dz[u][s] for
+// inputs i = 4 it .. 4 it + 3 and samples s = 4 st .. 4 st + 3, in place (each thread
+// reads only the activations it overwrites).
+template <int N, int K>
+__device__ __forceinline__ void backward_tile(int t, const float* w, const float* dz,
+                                              float* a) {
+  constexpr int WS = wstride(K);
+  const int it = t / ST, st = t - it * ST;
+  float acc[4][4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[r][j] = 0.f;
+#pragma unroll 4
+  for (int u = 0; u < N; ++u) {
+    const float4 wv = load4(w + u * WS + 4 * it);
+    const float4 dv = load4(dz + u * SP + 4 * st);
+    axpy4(acc[0], wv.x, dv);
+    axpy4(acc[1], wv.y, dv);
+    axpy4(acc[2], wv.z, dv);
+    axpy4(acc[3], wv.w, dv);
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    float* p = a + (4 * it + r) * SP + 4 * st;
+    const float4 av = load4(p);
+    store4(p, acc[r][0] * activation_grad(av.x), acc[r][1] * activation_grad(av.y),
+           acc[r][2] * activation_grad(av.z), acc[r][3] * activation_grad(av.w));
+  }
 }
 
-// Loads the tile's observations (normalized) into x; rows[s] is the sample's row, -1 past
-// the end (its inputs are zeros, so nothing non-finite enters the sums).
+// Weight gradient, one thread tile t: grad[u][i] += sum_s dz[u][s] in[i][s] for units
+// u = ut + NU q and inputs i = it + NI r (q, r < 4), summed over the tile's samples in
+// order. Padding units and inputs are computed and dropped.
+template <int N, int K>
+__device__ __forceinline__ void weight_grad_tile(int t, float* grad, const float* dz,
+                                                 const float* in) {
+  constexpr int NU = align4(N) / 4, NI = align4(K) / 4;
+  const int ut = t / NI, it = t - ut * NI;
+  float acc[4][4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc[q][r] = 0.f;
+#pragma unroll 2
+  for (int s = 0; s < S; s += 4) {
+    float4 dv[4], xv[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dv[q] = load4(dz + (ut + NU * q) * SP + s);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) xv[r] = load4(in + (it + NI * r) * SP + s);
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        acc[q][r] = fmaf(dv[q].w, xv[r].w, fmaf(dv[q].z, xv[r].z,
+                    fmaf(dv[q].y, xv[r].y, fmaf(dv[q].x, xv[r].x, acc[q][r]))));
+  }
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int u = ut + NU * q, i = it + NI * r;
+      if (u < N && i < K) grad[u * K + i] += acc[q][r];
+    }
+}
+
+// Bias gradient of unit u: grad_bias[u] += sum_s dz[u][s] (in order).
+__device__ __forceinline__ void bias_grad(int u, float* grad_bias, const float* dz) {
+  float acc = 0.f;
+  for (int s = 0; s < S; s += 4) {
+    const float4 d = load4(dz + u * SP + s);
+    acc += d.x;
+    acc += d.y;
+    acc += d.z;
+    acc += d.w;
+  }
+  grad_bias[u] += acc;
+}
+
+// Layer k's forward pass for the nets selected (both share the block's threads).
+template <int k, bool ACTOR, bool CRITIC>
+__device__ __forceinline__ void forward_layer(float* smem, int tid) {
+  constexpr int K = in_size(k), NA = out_size(k, A), NC = out_size(k, 1);
+  constexpr int TA = ACTOR ? align4(NA) / 4 * ST : 0, TC = CRITIC ? align4(NC) / 4 * ST : 0;
+  for (int t = tid; t < TA + TC; t += T) {
+    if (t < TA)
+      forward_tile<NA, K, (k < L)>(t, shared_weight<0>(smem, k), input_rows<0>(smem, k),
+                                   output_rows<0>(smem, k));
+    else
+      forward_tile<NC, K, (k < L)>(t - TA, shared_weight<1>(smem, k), input_rows<1>(smem, k),
+                                   output_rows<1>(smem, k));
+  }
+}
+
+template <int k, bool ACTOR, bool CRITIC>
+__device__ __forceinline__ void forward_from(float* smem, int tid) {
+  forward_layer<k, ACTOR, CRITIC>(smem, tid);
+  __syncthreads();
+  if constexpr (k < L) forward_from<k + 1, ACTOR, CRITIC>(smem, tid);
+}
+
+// Layer k's weight and bias gradients (both nets), then, for k > 0, the gradient of its
+// inputs in place of their activations (after a barrier: the weight gradient reads them).
+template <int k>
+__device__ __forceinline__ void backward_from(float* smem, float* grad, int tid) {
+  constexpr int K = in_size(k), NA = out_size(k, A), NC = out_size(k, 1);
+  constexpr int TA = align4(NA) / 4 * (align4(K) / 4), TC = align4(NC) / 4 * (align4(K) / 4);
+  float* grad_a = grad + ACTOR_BASE + layer_offset(k, A);
+  float* grad_c = grad + CRITIC_BASE + layer_offset(k, 1);
+  for (int t = tid; t < TA + TC + NA + NC; t += T) {
+    if (t < TA)
+      weight_grad_tile<NA, K>(t, grad_a, gradient_rows<0>(smem, k), input_rows<0>(smem, k));
+    else if (t < TA + TC)
+      weight_grad_tile<NC, K>(t - TA, grad_c, gradient_rows<1>(smem, k),
+                              input_rows<1>(smem, k));
+    else if (t < TA + TC + NA)
+      bias_grad(t - TA - TC, grad_a + NA * K, gradient_rows<0>(smem, k));
+    else
+      bias_grad(t - TA - TC - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
+  }
+  __syncthreads();
+  if constexpr (k > 0) {
+    constexpr int BT = align4(K) / 4 * ST;
+    for (int t = tid; t < 2 * BT; t += T) {
+      if (t < BT)
+        backward_tile<NA, K>(t, shared_weight<0>(smem, k), gradient_rows<0>(smem, k),
+                             input_rows<0>(smem, k));
+      else
+        backward_tile<NC, K>(t - BT, shared_weight<1>(smem, k), gradient_rows<1>(smem, k),
+                             input_rows<1>(smem, k));
+    }
+    __syncthreads();
+    backward_from<k - 1>(smem, grad, tid);
+  }
+}
+
+// Loads the tile's observations (normalized) into x [align4(D)][SP]; rows[s] is the
+// sample's row, -1 past the end (its inputs are zeros, so nothing non-finite enters the
+// sums); padding inputs are zeros.
 __device__ __forceinline__ void load_tile(const float* __restrict__ obs, const int* rows,
                                           const float* __restrict__ norm_mean,
                                           const float* __restrict__ norm_var, float* x,
                                           int tid) {
-  for (int e = tid; e < D * S; e += T) {
+  for (int e = tid; e < align4(D) * S; e += T) {
     const int i = e / S, s = e - i * S;
     const int row = rows[s];
-    float v = row >= 0 ? obs[(int64_t)row * D + i] : 0.f;
+    float v = row >= 0 && i < D ? obs[(int64_t)row * D + i] : 0.f;
 #if NORMALIZE_OBS
-    if (row >= 0) {
+    if (row >= 0 && i < D) {
       v = (v - norm_mean[i]) * rsqrtf(norm_var[i] + 1e-8f);
       v = fminf(fmaxf(v, -10.f), 10.f);
     }
@@ -354,30 +456,12 @@ __device__ __forceinline__ void load_tile(const float* __restrict__ obs, const i
   }
 }
 
-template <bool ACTOR, bool CRITIC>
-__device__ __forceinline__ void forward_nets(const float* __restrict__ params, float* smem,
-                                             int s, int g) {
-  float* x = smem + X_OFF;
-#pragma unroll
-  for (int k = 0; k <= L; ++k) {
-    if (ACTOR)
-      forward_layer(params + ACTOR_BASE + layer_offset(k, A), in_size(k), out_size(k, A),
-                    k < L, layer_in_rows(x, smem + ACTOR_OFF, k),
-                    layer_out_rows(smem + ACTOR_OFF, k), s, g);
-    if (CRITIC)
-      forward_layer(params + CRITIC_BASE + layer_offset(k, 1), in_size(k), out_size(k, 1),
-                    k < L, layer_in_rows(x, smem + CRITIC_OFF, k),
-                    layer_out_rows(smem + CRITIC_OFF, k), s, g);
-    __syncthreads();
-  }
-}
-
 }  // namespace
 
 // Layout facts for the host: parameter count, shared bytes of the update and forward
 // kernels, tile, threads per block, action components.
 __device__ int ppo_mlp_layout[6] = {NUM_PARAMS, UPDATE_SMEM_BYTES,
-                                               FORWARD_SMEM_BYTES, S, T, ACTION_DIM};
+                                    FORWARD_SMEM_BYTES, S, T, ACTION_DIM};
 
 // Per minibatch: mean and unbiased std of advantages[order[mb * size + k]], k < size.
 // One block of 256 threads per minibatch; stats[2 mb], stats[2 mb + 1].
@@ -414,11 +498,12 @@ extern "C" __global__ void advantage_stats(const float* __restrict__ advantages,
   }
 }
 
+
 // Forward, PPO loss and backward for the minibatch rows order[start + k], k < size.
 // Blocks loop over tiles; each writes its gradient sums (NUM_PARAMS floats) and per-sample
 // statistic sums (NROWS floats) to partial_grads / partial_stats at its block index.
 // adv_stats: this minibatch's (mean, std) from advantage_stats.
-extern "C" __global__ void __launch_bounds__(T) ppo_update_tiles(
+extern "C" __global__ void __launch_bounds__(T, 1) ppo_update_tiles(
     const float* __restrict__ params, const float* __restrict__ obs,
     const void* __restrict__ actions, const float* __restrict__ old_log_probs,
     const float* __restrict__ advantages, const float* __restrict__ returns,
@@ -427,11 +512,13 @@ extern "C" __global__ void __launch_bounds__(T) ppo_update_tiles(
     const float* __restrict__ norm_var, float clip_coef, float ent_coef, float vf_coef,
     int clip_vloss, int norm_adv, float* __restrict__ partial_grads,
     float* __restrict__ partial_stats) {
-  extern __shared__ float smem[];
-  const int tid = threadIdx.x, s = tid % S, g = tid / S;
+  extern __shared__ __align__(16) float smem[];
+  const int tid = threadIdx.x, s = tid;
   float* x = smem + X_OFF;
   float* actor = smem + ACTOR_OFF;
   float* critic = smem + CRITIC_OFF;
+  float* dza = smem + DZ_OFF;                   // actor output-layer gradient rows
+  float* dzc = smem + DZ_OFF + align4(A) * SP;  // critic output-layer gradient row
   float* grad = smem + GRAD_OFF;
   float* stats = smem + STATS_OFF;
   float* stat_sum = smem + STAT_SUM_OFF;
@@ -440,8 +527,11 @@ extern "C" __global__ void __launch_bounds__(T) ppo_update_tiles(
   const float adv_mean = norm_adv ? adv_stats[0] : 0.f;
   const float adv_scale = norm_adv ? adv_stats[1] + 1e-8f : 1.f;
 
-  for (int p = tid; p < NUM_PARAMS; p += T) grad[p] = 0.f;
-  for (int r = tid; r < NROWS; r += T) stat_sum[r] = 0.f;
+  load_weights<0>(params, smem, tid);
+  load_weights<1>(params, smem, tid);
+  // Zeros: gradient sums, statistics sums, and the output gradient rows (their padding
+  // rows are read, never written).
+  for (int p = tid; p < GRAD_OFF + NUM_PARAMS - DZ_OFF; p += T) smem[DZ_OFF + p] = 0.f;
   const int tiles = (size + S - 1) / S;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     __syncthreads();
@@ -452,10 +542,8 @@ extern "C" __global__ void __launch_bounds__(T) ppo_update_tiles(
     __syncthreads();
     load_tile(obs, rows, norm_mean, norm_var, x, tid);
     __syncthreads();
-    forward_nets<true, true>(params, smem, s, g);
+    forward_from<0, true, true>(smem, tid);
 
-    float* dza = smem + DZ_OFF;                  // actor gradient rows (ping)
-    float* dzc = smem + DZ_OFF + 2 * HMAX * SP;  // critic gradient rows (ping)
     if (tid < S) {
       const int row = rows[s];
       const bool valid = row >= 0;
@@ -571,26 +659,7 @@ extern "C" __global__ void __launch_bounds__(T) ppo_update_tiles(
       if (tid >= NSTATS) grad[LOG_STD_BASE + tid - NSTATS] += acc;
 #endif
     }
-    // Backward, output layer first; gradient rows alternate between two buffers per net.
-#pragma unroll
-    for (int k = L; k >= 0; --k) {
-      float* dza_next = (dza == smem + DZ_OFF) ? smem + DZ_OFF + HMAX * SP : smem + DZ_OFF;
-      float* dzc_next = (dzc == smem + DZ_OFF + 2 * HMAX * SP) ? smem + DZ_OFF + 3 * HMAX * SP
-                                                                : smem + DZ_OFF + 2 * HMAX * SP;
-      weight_grad(grad + ACTOR_BASE + layer_offset(k, A), in_size(k), out_size(k, A), dza,
-                  layer_in_rows(x, actor, k), tid);
-      weight_grad(grad + CRITIC_BASE + layer_offset(k, 1), in_size(k), out_size(k, 1), dzc,
-                  layer_in_rows(x, critic, k), tid);
-      if (k > 0) {
-        backward_layer(params + ACTOR_BASE + layer_offset(k, A), in_size(k), out_size(k, A),
-                       dza, layer_in_rows(x, actor, k), dza_next, s, g);
-        backward_layer(params + CRITIC_BASE + layer_offset(k, 1), in_size(k), out_size(k, 1),
-                       dzc, layer_in_rows(x, critic, k), dzc_next, s, g);
-      }
-      __syncthreads();
-      dza = dza_next;
-      dzc = dzc_next;
-    }
+    backward_from<L>(smem, grad, tid);  // output layer first
   }
   __syncthreads();
   float* out_grads = partial_grads + (int64_t)blockIdx.x * NUM_PARAMS;
@@ -663,9 +732,10 @@ extern "C" __global__ void __launch_bounds__(T) ppo_act(
     const float* __restrict__ high, int bounded, float* __restrict__ obs_out,
     void* __restrict__ actions_out, float* __restrict__ log_probs_out,
     void* __restrict__ env_actions) {
-  extern __shared__ float smem[];
-  const int tid = threadIdx.x, s = tid % S, g = tid / S;
-  int* rows = reinterpret_cast<int*>(smem + DZ_OFF);
+  extern __shared__ __align__(16) float smem[];
+  const int tid = threadIdx.x, s = tid;
+  int* rows = reinterpret_cast<int*>(smem + ROWS_OFF);
+  load_weights<0>(params, smem, tid);
   const int tiles = (n + S - 1) / S;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     __syncthreads();
@@ -677,7 +747,7 @@ extern "C" __global__ void __launch_bounds__(T) ppo_act(
     }
     load_tile(obs, rows, norm_mean, norm_var, smem + X_OFF, tid);
     __syncthreads();
-    forward_nets<true, false>(params, smem, s, g);
+    forward_from<0, true, false>(smem, tid);
     if (tid < S && rows[s] >= 0) {
       const int64_t row = rows[s];
       const float* out = smem + ACTOR_OFF + HSUM * SP;
@@ -733,9 +803,10 @@ extern "C" __global__ void __launch_bounds__(T) mlp_values(
     const float* __restrict__ params, const float* __restrict__ obs, int n,
     const float* __restrict__ norm_mean, const float* __restrict__ norm_var,
     float* __restrict__ values) {
-  extern __shared__ float smem[];
-  const int tid = threadIdx.x, s = tid % S, g = tid / S;
-  int* rows = reinterpret_cast<int*>(smem + DZ_OFF);
+  extern __shared__ __align__(16) float smem[];
+  const int tid = threadIdx.x, s = tid;
+  int* rows = reinterpret_cast<int*>(smem + ROWS_OFF);
+  load_weights<1>(params, smem, tid);
   const int tiles = (n + S - 1) / S;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     __syncthreads();
@@ -743,7 +814,7 @@ extern "C" __global__ void __launch_bounds__(T) mlp_values(
     __syncthreads();
     load_tile(obs, rows, norm_mean, norm_var, smem + X_OFF, tid);
     __syncthreads();
-    forward_nets<false, true>(params, smem, s, g);
+    forward_from<0, false, true>(smem, tid);
     if (tid < S && rows[s] >= 0) values[rows[s]] = smem[CRITIC_OFF + HSUM * SP + s];
   }
 }

@@ -11,8 +11,9 @@ kernels here do the same computation in a handful of launches:
   observations and final observations, then the GAE scan (the same float operations as
   :func:`gpu_vecenv.train.losses.gae_advantages`, so identical results);
 - per epoch ``advantage_stats`` (each minibatch's advantage mean and std), per minibatch
-  ``ppo_update_tiles`` (forward, loss, backward for tiles of 32 samples; a block's weight
-  gradients accumulate in shared memory), ``ppo_reduce_grads`` (sum of the blocks in a
+  ``ppo_update_tiles`` (forward, loss, backward for tiles of 64 samples as 4x4
+  register-tiled products over shared memory; a block's weight gradients accumulate there
+  too), ``ppo_reduce_grads`` (sum of the blocks in a
   fixed order, statistics), ``clip_grads`` (global-norm clip), then the optimizer.
 
 The math is the torch path's (:mod:`gpu_vecenv.train.losses`, :mod:`.distributions`,
@@ -36,29 +37,45 @@ import torch
 from gpu_vecenv.train.distributions import ActionSpec
 
 SOURCE = "ppo_mlp"
-TILE = 32
-"""Samples per tile (a block's unit of work)."""
-GROUPS = 8
-"""Threads per sample: a block is ``TILE * GROUPS`` = 256 threads."""
+TILES = (64, 32)
+"""Samples per tile (a block's unit of work), largest first: a network runs with the
+largest whose shared memory fits on the GPU."""
+THREADS_PER_SAMPLE = 8
+"""A block is ``8 * tile`` threads: one 4x4 output tile each in a 64x64 layer's products
+(both nets)."""
 MAX_HIDDEN_LAYERS = 4
 MAX_SEGMENTS = 8
 _ACTIVATIONS = {"tanh": 0, "relu": 1, "elu": 2}
-_DEFAULT_SHARED_OPTIN = 227 * 1024  # sm_80 and later
+_DEFAULT_SHARED_OPTIN = 227 * 1024  # sm_90 (H100, H200): where no GPU is asked
 _NSTATS = 5
 _BLOCK = 256
 
 
-def shared_bytes(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec) -> int:
-    """Dynamic shared memory of the update kernel (``UPDATE_SMEM_BYTES`` in the .cu)."""
+def _wstride(n_in: int) -> int:
+    """Row stride of a weight in shared memory (``wstride`` in the .cu)."""
+    n = _align4(n_in)
+    return n if (n // 4) % 2 == 1 else n + 4
+
+
+def shared_bytes(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
+                 tile: int = TILES[0], update: bool = True) -> int:
+    """Dynamic shared memory of the update kernel (``UPDATE_SMEM_BYTES`` in the .cu), or
+    with ``update=False`` of the forward kernels (``FORWARD_SMEM_BYTES``)."""
     head = spec.head_size
-    sp = TILE + 1
-    hsum = sum(hidden)
-    hmax = max(head, obs_dim, *hidden)
-    params = num_parameters(obs_dim, hidden, spec)
+    sp = tile + 4
+    weights = 0
+    for out in (head, 1):
+        sizes = [obs_dim, *hidden, out]
+        weights += sum(_align4(b) * (_wstride(a) + 1) for a, b in zip(sizes, sizes[1:],
+                                                                          strict=False))
+    hsum = sum(_align4(h) for h in hidden)
     rows = _NSTATS + (head if spec.kind == "box" else 0)
-    floats = (obs_dim * sp + (hsum + head) * sp + (hsum + 1) * sp + 4 * hmax * sp + params
-              + rows * sp + rows + TILE)
-    return floats * 4
+    forward = (weights + _align4(obs_dim) * sp + (hsum + _align4(head)) * sp + (hsum + 4) * sp
+               + tile)
+    if not update:
+        return forward * 4
+    params = num_parameters(obs_dim, hidden, spec)
+    return (forward + (_align4(head) + 4) * sp + rows * sp + _align4(rows) + params) * 4
 
 
 def _align4(n: int) -> int:
@@ -89,6 +106,32 @@ def num_parameters(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec) -> i
     return parameter_offsets(obs_dim, hidden, spec)[1]
 
 
+def shared_limit(device: torch.device) -> int:
+    """Bytes of shared memory a block may use on ``device`` (the opt-in maximum: 227 KiB
+    on the H100/H200, 163 KiB on the A100, 99 KiB on most consumer GPUs)."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return _DEFAULT_SHARED_OPTIN
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        import pycuda.driver as cuda
+    except ImportError:  # the kernels cannot load either; say what torch knows
+        return int(torch.cuda.get_device_properties(index).shared_memory_per_block)
+    torch.cuda.init()
+    cuda.init()
+    return int(cuda.Device(index).get_attribute(
+        cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
+
+
+def choose_tile(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
+                limit: int = _DEFAULT_SHARED_OPTIN) -> int | None:
+    """The largest of :data:`TILES` whose update kernel fits in ``limit`` bytes of shared
+    memory (``None``: none does)."""
+    for tile in TILES:
+        if shared_bytes(obs_dim, hidden, spec, tile) <= limit:
+            return tile
+    return None
+
+
 def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim: int,
                    spec: ActionSpec, device: torch.device) -> list[str]:
     """Why the fused kernels cannot run this policy (empty: they can)."""
@@ -107,14 +150,12 @@ def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim:
         reasons.append(f"they take up to {MAX_SEGMENTS} MultiDiscrete dimensions")
     if reasons:
         return reasons
-    limit = _DEFAULT_SHARED_OPTIN
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(device)
-        limit = getattr(props, "shared_memory_per_block_optin", limit)
-    need = shared_bytes(obs_dim, hidden, spec)
-    if need > limit:
-        reasons.append(f"the network needs {need // 1024} KiB of shared memory per block, "
-                       f"the GPU offers {limit // 1024} KiB (use smaller hidden layers)")
+    limit = shared_limit(device)
+    if choose_tile(obs_dim, hidden, spec, limit) is None:
+        need = shared_bytes(obs_dim, hidden, spec, TILES[-1])
+        reasons.append(f"the network needs {need // 1024} KiB of shared memory per block "
+                       f"(its weights twice: values and gradients), the GPU offers "
+                       f"{limit // 1024} KiB (use smaller hidden layers)")
     if find_nvcc() is None:
         reasons.append("nvcc (the CUDA compiler) is not found")
     return reasons
@@ -122,36 +163,32 @@ def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim:
 
 AUTO_MAX_MINIBATCH = 65536
 """Largest minibatch (rows) for which ``fused_kernels: null`` picks the kernels."""
-AUTO_MAX_SHARED_BYTES = 112 * 1024
-"""Largest shared memory per block for which ``null`` picks them (two blocks per SM)."""
 
 
-def auto_blockers(minibatch: int, obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec
-                  ) -> list[str]:
+def auto_blockers(minibatch: int, obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
+                  limit: int = _DEFAULT_SHARED_OPTIN) -> list[str]:
     """Why ``fused_kernels: null`` leaves a policy on torch ops although the kernels could
-    run it: measured on the H200, they win while two blocks fit on an SM and minibatches
-    are small enough that the launch count dominates (CartPole 64x64: 3.5x at 8,192 rows,
-    1.5x at 65,536); on Tag with 840,000-row minibatches (72 inputs, 42 logits: one block
-    per SM) cuBLAS was 2.4x faster. ``true`` uses them anyway."""
+    run it (``limit``: the GPU's shared memory per block). ``true`` uses them anyway."""
     reasons = []
     if minibatch > AUTO_MAX_MINIBATCH:
         reasons.append(f"minibatches of {minibatch} rows (> {AUTO_MAX_MINIBATCH}) run faster "
                        "as torch matrix products")
-    need = shared_bytes(obs_dim, hidden, spec)
-    if need > AUTO_MAX_SHARED_BYTES:
-        reasons.append(f"the network needs {need // 1024} KiB of shared memory per block "
-                       f"(> {AUTO_MAX_SHARED_BYTES // 1024} KiB: one block per SM)")
+    if choose_tile(obs_dim, hidden, spec, limit) != TILES[0]:
+        reasons.append(f"the network leaves no room for tiles of {TILES[0]} samples in "
+                       "shared memory")
     return reasons
 
 
 def compile_flags(obs_dim: int, hidden: tuple[int, ...], activation: str,
-                  spec: ActionSpec, normalize_obs: bool) -> tuple[str, ...]:
-    """The ``-D`` flags that size ``ppo_mlp.cu`` for one network."""
+                  spec: ActionSpec, normalize_obs: bool, tile: int = TILES[0]
+                  ) -> tuple[str, ...]:
+    """The ``-D`` flags that size ``ppo_mlp.cu`` for one network and tile."""
     flags = [f"-DOBS_DIM={obs_dim}", f"-DNUM_HIDDEN={len(hidden)}",
              *(f"-DH{k}={h}" for k, h in enumerate(hidden)),
              f"-DACTOR_OUT={spec.head_size}", f"-DACTIVATION={_ACTIVATIONS[activation]}",
              f"-DHEAD_GAUSSIAN={int(spec.kind == 'box')}",
-             f"-DNORMALIZE_OBS={int(normalize_obs)}", f"-DTILE={TILE}", f"-DGROUPS={GROUPS}"]
+             f"-DNORMALIZE_OBS={int(normalize_obs)}", f"-DTILE={tile}",
+             f"-DTHREADS={THREADS_PER_SAMPLE * tile}"]
     if spec.kind == "box":
         flags.append("-DNUM_SEG=1")
     else:
@@ -198,10 +235,12 @@ class FusedPPO:
         model: the learner's network, on a CUDA device.
         spec: its action space.
         obs_dim, hidden, activation, normalize_obs: its shape (as configured).
+        tile: samples per tile, one of :data:`TILES` (default: the largest that fits).
     """
 
     def __init__(self, model: torch.nn.Module, spec: ActionSpec, obs_dim: int,
-                 hidden: tuple[int, ...], activation: str, normalize_obs: bool):
+                 hidden: tuple[int, ...], activation: str, normalize_obs: bool,
+                 tile: int | None = None):
         from gpu_vecenv.backends.compiler import load_driver_module, load_module
         from gpu_vecenv.backends.launch import Kernel
 
@@ -215,19 +254,33 @@ class FusedPPO:
         self.flat_params, self.flat_grads = flatten_parameters(self.parameters, self.offsets,
                                                                total)
         self.num_params = self.flat_params.numel()
-        flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs)
+        limit = shared_limit(self.device)
+        if tile is None:
+            tile = choose_tile(obs_dim, hidden, spec, limit)
+        if tile not in TILES or shared_bytes(obs_dim, hidden, spec, tile) > limit:
+            raise ValueError(f"tiles of {tile} samples: the fused kernels take {TILES} "
+                             f"within {limit // 1024} KiB of shared memory per block")
+        self.tile, self.threads = tile, THREADS_PER_SAMPLE * tile
+        flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs, tile)
         with torch.cuda.device(self.device_index):
             module = load_module(SOURCE, self.device_index, extra_flags=flags)
             driver = load_driver_module(SOURCE, self.device_index, extra_flags=flags)
             layout = self._read_layout(module)
-        num_params, update_bytes, forward_bytes, tile, threads, _ = layout
-        expected = (self.num_params, shared_bytes(obs_dim, hidden, spec), tile, threads)
-        if (num_params, update_bytes, TILE, GROUPS * TILE) != expected:
+        update_bytes = shared_bytes(obs_dim, hidden, spec, tile)
+        forward_bytes = shared_bytes(obs_dim, hidden, spec, tile, update=False)
+        if layout[:5] != (self.num_params, update_bytes, forward_bytes, tile, self.threads):
             raise RuntimeError(f"ppo_mlp.cu's layout {layout} does not match this network "
-                               f"({self.num_params} parameters)")
-        self.threads = threads
+                               f"({self.num_params} parameters, tile {tile})")
         props = torch.cuda.get_device_properties(self.device)
-        self.max_blocks = 2 * props.multi_processor_count
+        per_sm = int(getattr(props, "shared_memory_per_multiprocessor", 228 * 1024))
+        per_sm_threads = int(getattr(props, "max_threads_per_multi_processor", 2048))
+
+        def blocks(shared: int) -> int:  # resident blocks per GPU (1 KiB reserved per block)
+            fit = min(per_sm // (shared + 1024), per_sm_threads // self.threads)
+            return max(1, fit) * props.multi_processor_count
+
+        self.update_blocks = blocks(update_bytes)
+        self.forward_blocks = blocks(forward_bytes)
 
         def kernel(name: str, fmt: str, shared: int = 0) -> Kernel:
             return Kernel(module, driver, name, fmt, self.device_index, shared)
@@ -275,8 +328,8 @@ class FusedPPO:
             return
         kernel(grid, block, args)
 
-    def _grid(self, rows: int) -> tuple[int, int, int]:
-        return (max(1, min(math.ceil(rows / TILE), self.max_blocks)), 1, 1)
+    def _grid(self, rows: int, blocks: int) -> tuple[int, int, int]:
+        return (max(1, min(math.ceil(rows / self.tile), blocks)), 1, 1)
 
     # -- roll-out --
 
@@ -288,7 +341,7 @@ class FusedPPO:
         ``actions_out``, ``log_probs_out`` and the env's ``env_actions``."""
         n = obs.shape[0]
         obs = obs.contiguous()
-        self._launch(self._act, self._grid(n), (self.threads, 1, 1),
+        self._launch(self._act, self._grid(n, self.forward_blocks), (self.threads, 1, 1),
                   (self.flat_params.data_ptr(), obs.data_ptr(), n, noise.data_ptr(),
                    *self._norm, self._low.data_ptr(), self._high.data_ptr(),
                    int(self._bounded), obs_out.data_ptr(), actions_out.data_ptr(),
@@ -297,7 +350,7 @@ class FusedPPO:
     def values(self, obs: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``V(obs)`` for contiguous ``obs`` ``(M, D)`` into ``out`` ``(M,)``."""
         n = obs.shape[0]
-        self._launch(self._values, self._grid(n), (self.threads, 1, 1),
+        self._launch(self._values, self._grid(n, self.forward_blocks), (self.threads, 1, 1),
                      (self.flat_params.data_ptr(), obs.data_ptr(), n, *self._norm,
                       out.data_ptr()))
         return out
@@ -331,7 +384,7 @@ class FusedPPO:
         flat, contiguous) into the flat gradient; adds the minibatch's mean loss,
         policy loss, value loss, entropy, approx KL and clip fraction to :attr:`totals`.
         ``adv_stats``: the minibatch's (mean, std) from :meth:`advantage_stats`."""
-        grid = self._grid(size)
+        grid = self._grid(size, self.update_blocks)
         rows = _NSTATS + (self.spec.head_size if self.spec.kind == "box" else 0)
         needed = grid[0] * self.num_params
         if self._partial_grads is None or self._partial_grads.numel() < needed:

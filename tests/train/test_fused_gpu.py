@@ -39,10 +39,13 @@ CASES = {
     "box-unbounded-4-layers": (gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), 5,
                                (16, 24, 16, 8), "tanh", False,
                                {"ent_coef": 0.02, "vf_coef": 1.3}),
+    # Tag's observation and action sizes: only tiles of 32 samples fit in shared memory.
+    "tag-sized-tile-32": (gym.spaces.MultiDiscrete([21, 21]), 72, (64, 64), "tanh", False,
+                          {"ent_coef": 0.01}),
 }
 
 
-def _build(case: str, seed: int = 0):
+def _build(case: str, seed: int = 0, tile: int | None = None):
     space, obs_dim, hidden, activation, normalize, ppo = CASES[case]
     spec = ActionSpec.from_space(space)
     torch.manual_seed(seed)
@@ -51,7 +54,7 @@ def _build(case: str, seed: int = 0):
         model.normalizer.mean.normal_()
         model.normalizer.var.uniform_(0.3, 3.0)
     reference = copy.deepcopy(model)
-    fused = FusedPPO(model, spec, obs_dim, hidden, activation, normalize)
+    fused = FusedPPO(model, spec, obs_dim, hidden, activation, normalize, tile)
     config = PPOConfig(hidden_sizes=hidden, activation=activation, **ppo)
     return spec, model, reference, fused, config
 
@@ -78,11 +81,23 @@ def _rollout(spec, reference, rows: int, obs_dim: int):
             "values": values + torch.randn(rows, device="cuda", generator=g) * 0.3}
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# Each case with the largest tile that fits, and two with the smaller tile forced.
+TILE_CASES = [(case, None) for case in CASES] + [("discrete-tanh", 32), ("box-elu", 32)]
+
+
+def test_the_largest_tile_that_fits_is_chosen():
+    assert _build("discrete-tanh")[3].tile == 64
+    assert _build("tag-sized-tile-32")[3].tile == 32
+    with pytest.raises(ValueError, match="tiles of 16 samples"):
+        _build("discrete-tanh", tile=16)
+
+
+@pytest.mark.parametrize("case, tile", TILE_CASES,
+                         ids=[f"{c}-tile-{t or 'auto'}" for c, t in TILE_CASES])
 @pytest.mark.parametrize("rows, start, size", [(300, 20, 250), (4096, 0, 4096)],
                          ids=["partial-tile", "full-tiles"])
-def test_minibatch_gradient_and_statistics_match_autograd(case, rows, start, size):
-    spec, model, reference, fused, c = _build(case)
+def test_minibatch_gradient_and_statistics_match_autograd(case, tile, rows, start, size):
+    spec, model, reference, fused, c = _build(case, tile=tile)
     obs_dim = CASES[case][1]
     batch = _rollout(spec, reference, rows, obs_dim)
     order = torch.randperm(rows, device="cuda", generator=torch.Generator("cuda").manual_seed(2))
@@ -111,9 +126,10 @@ def test_minibatch_gradient_and_statistics_match_autograd(case, rows, start, siz
     torch.testing.assert_close(fused.flat_grads, clipped, rtol=2e-4, atol=2e-7)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_act_samples_like_the_distributions_with_the_same_noise(case):
-    spec, model, reference, fused, _ = _build(case)
+@pytest.mark.parametrize("case, tile", TILE_CASES,
+                         ids=[f"{c}-tile-{t or 'auto'}" for c, t in TILE_CASES])
+def test_act_samples_like_the_distributions_with_the_same_noise(case, tile):
+    spec, model, reference, fused, _ = _build(case, tile=tile)
     n, obs_dim = 1000, CASES[case][1]
     obs = torch.randn(n, obs_dim, device="cuda") * 2
     box = spec.kind == "box"
@@ -153,7 +169,7 @@ def test_act_samples_like_the_distributions_with_the_same_noise(case):
     torch.testing.assert_close(log_probs, expected_log_prob, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["discrete-tanh", "multidiscrete-relu-start"])
+@pytest.mark.parametrize("case", ["discrete-tanh", "multidiscrete-relu-start", "tag-sized-tile-32"])
 def test_values_match_the_critic(case):
     _, _, reference, fused, _ = _build(case)
     obs = torch.randn(777, CASES[case][1], device="cuda")

@@ -463,41 +463,48 @@ __device__ __forceinline__ void load_tile(const float* __restrict__ obs, const i
 __device__ int ppo_mlp_layout[6] = {NUM_PARAMS, UPDATE_SMEM_BYTES,
                                     FORWARD_SMEM_BYTES, S, T, ACTION_DIM};
 
+// The sum of v over a block of STATS_THREADS threads, returned to every thread (fixed
+// order: warp shuffles, then the warps' sums).
+constexpr int STATS_THREADS = 1024;
+__device__ __forceinline__ float block_sum(float v, float* part) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = part[threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (threadIdx.x == 0) part[32] = v;
+  }
+  __syncthreads();
+  const float total = part[32];
+  __syncthreads();  // part is free again
+  return total;
+}
+
 // Per minibatch: mean and unbiased std of advantages[order[mb * size + k]], k < size.
-// One block of 256 threads per minibatch; stats[2 mb], stats[2 mb + 1].
-extern "C" __global__ void advantage_stats(const float* __restrict__ advantages,
-                                           const int64_t* __restrict__ order, int size,
-                                           float* __restrict__ stats) {
-  __shared__ float part[256];
+// One block of STATS_THREADS threads per minibatch; stats[2 mb], stats[2 mb + 1].
+extern "C" __global__ void __launch_bounds__(STATS_THREADS) advantage_stats(
+    const float* __restrict__ advantages, const int64_t* __restrict__ order, int size,
+    float* __restrict__ stats) {
+  __shared__ float part[33];
   const int mb = blockIdx.x, tid = threadIdx.x;
   const int64_t* idx = order + (int64_t)mb * size;
   float sum = 0.f;
-  for (int k = tid; k < size; k += 256) sum += advantages[idx[k]];
-  part[tid] = sum;
-  __syncthreads();
-  for (int w = 128; w > 0; w >>= 1) {
-    if (tid < w) part[tid] += part[tid + w];
-    __syncthreads();
-  }
-  const float mean = part[0] / (float)size;
-  __syncthreads();
+#pragma unroll 4
+  for (int k = tid; k < size; k += STATS_THREADS) sum += advantages[idx[k]];
+  const float mean = block_sum(sum, part) / (float)size;
   float sq = 0.f;
-  for (int k = tid; k < size; k += 256) {
+#pragma unroll 4
+  for (int k = tid; k < size; k += STATS_THREADS) {
     const float d = advantages[idx[k]] - mean;
     sq += d * d;
   }
-  part[tid] = sq;
-  __syncthreads();
-  for (int w = 128; w > 0; w >>= 1) {
-    if (tid < w) part[tid] += part[tid + w];
-    __syncthreads();
-  }
+  const float var = block_sum(sq, part) / (float)(size - 1);
   if (tid == 0) {
     stats[2 * mb] = mean;
-    stats[2 * mb + 1] = sqrtf(part[0] / (float)(size - 1));
+    stats[2 * mb + 1] = sqrtf(var);
   }
 }
-
 
 // Forward, PPO loss and backward for the minibatch rows order[start + k], k < size.
 // Blocks loop over tiles; each writes its gradient sums (NUM_PARAMS floats) and per-sample

@@ -57,10 +57,10 @@ class TrainerConfig:
     possible), false = never"""
     fused_kernels: bool | None = None
     """PPO with fused CUDA kernels (roll-out sampling, values, GAE and the minibatch
-    forward/loss/backward/clip in a few launches): null = where possible and measured
-    faster (CUDA device, PPO, 1-4 hidden layers, at most 65,536 rows per minibatch, at most
-    112 KiB of shared memory per block), true = required (error if not possible), false =
-    torch ops and autograd"""
+    forward/loss/backward/clip in a few launches): null = wherever possible (CUDA device,
+    nvcc, PPO, 1-4 hidden layers of tanh/relu/elu, a network whose weights and gradients
+    fit in a block's shared memory, e.g. 64x64), true = required (error if not possible),
+    false = torch ops and autograd"""
 
 
 @dataclass

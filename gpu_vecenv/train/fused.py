@@ -49,6 +49,7 @@ _ACTIVATIONS = {"tanh": 0, "relu": 1, "elu": 2}
 _DEFAULT_SHARED_OPTIN = 227 * 1024  # sm_90 (H100, H200): where no GPU is asked
 _NSTATS = 5
 _BLOCK = 256
+_STATS_THREADS = 1024  # STATS_THREADS in the .cu
 
 
 def _wstride(n_in: int) -> int:
@@ -158,24 +159,6 @@ def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim:
                        f"{limit // 1024} KiB (use smaller hidden layers)")
     if find_nvcc() is None:
         reasons.append("nvcc (the CUDA compiler) is not found")
-    return reasons
-
-
-AUTO_MAX_MINIBATCH = 65536
-"""Largest minibatch (rows) for which ``fused_kernels: null`` picks the kernels."""
-
-
-def auto_blockers(minibatch: int, obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
-                  limit: int = _DEFAULT_SHARED_OPTIN) -> list[str]:
-    """Why ``fused_kernels: null`` leaves a policy on torch ops although the kernels could
-    run it (``limit``: the GPU's shared memory per block). ``true`` uses them anyway."""
-    reasons = []
-    if minibatch > AUTO_MAX_MINIBATCH:
-        reasons.append(f"minibatches of {minibatch} rows (> {AUTO_MAX_MINIBATCH}) run faster "
-                       "as torch matrix products")
-    if choose_tile(obs_dim, hidden, spec, limit) != TILES[0]:
-        reasons.append(f"the network leaves no room for tiles of {TILES[0]} samples in "
-                       "shared memory")
     return reasons
 
 
@@ -372,7 +355,7 @@ class FusedPPO:
                         count: int, out: torch.Tensor) -> None:
         """``out[2 m], out[2 m + 1]`` = mean and std of the advantages of minibatch
         ``m < count`` (rows ``order[m * size:(m + 1) * size]``)."""
-        self._launch(self._adv_stats, (count, 1, 1), (256, 1, 1),
+        self._launch(self._adv_stats, (count, 1, 1), (_STATS_THREADS, 1, 1),
                         (advantages.data_ptr(), order.data_ptr(), size, out.data_ptr()))
 
     def minibatch_gradient(self, batch: dict[str, torch.Tensor], order: torch.Tensor,

@@ -16,7 +16,7 @@ import torch
 from gpu_vecenv.train import losses
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
-from gpu_vecenv.train.fused import FusedPPO, auto_blockers, fused_blockers, shared_limit
+from gpu_vecenv.train.fused import FusedPPO, fused_blockers
 from gpu_vecenv.train.networks import ActorCritic
 from gpu_vecenv.train.optimizers import Adam, RMSprop
 from gpu_vecenv.train.storage import RolloutStorage
@@ -100,10 +100,6 @@ class OnPolicyLearner:
             if wanted:
                 raise ValueError("trainer.fused_kernels=true, but " + "; ".join(blockers))
             return None
-        if wanted is None and self.is_ppo:
-            minibatch = c.num_steps * num_slots // c.num_minibatches
-            if auto_blockers(minibatch, obs_dim, hidden, self.spec, shared_limit(self.device)):
-                return None
         fused = FusedPPO(self.model, self.spec, obs_dim, hidden, c.activation,
                          c.normalize_obs)
         t, n = c.num_steps, num_slots

@@ -93,12 +93,12 @@ def _rows(tmp_path, name, overrides, trainer, graphs):
          {"env": "GPUMountainCarContinuous-v0", "num_envs": 256, "total_steps": 256 * 8 * 5}),
         (["trainer.algo=a2c"], {"env": "GPUAcrobot-v1", "num_envs": 256,
                                 "total_steps": 256 * 5 * 6}),
-        (["ppo.num_steps=8"], {"env": "GPUTag-v0", "num_envs": 16,
-                               "total_steps": 16 * 11 * 8 * 5}),
+        (["ppo.num_steps=8", "trainer.fused_kernels=false"],
+         {"env": "GPUTag-v0", "num_envs": 16, "total_steps": 16 * 11 * 8 * 5}),
         (["ppo.num_steps=8", "trainer.fused_kernels=true"],
          {"env": "GPUTag-v0", "num_envs": 16, "total_steps": 16 * 11 * 8 * 5}),
     ],
-    ids=["ppo-cartpole", "ppo-cartpole-torch-ops", "ppo-box", "a2c", "ppo-tag",
+    ids=["ppo-cartpole", "ppo-cartpole-torch-ops", "ppo-box", "a2c", "ppo-tag-torch-ops",
          "ppo-tag-fused"],
 )
 def test_graphed_training_equals_eager_training(tmp_path, overrides, trainer):

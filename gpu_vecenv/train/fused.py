@@ -11,10 +11,10 @@ kernels here do the same computation in a handful of launches:
   observations and final observations, then the GAE scan (the same float operations as
   :func:`gpu_vecenv.train.losses.gae_advantages`, so identical results);
 - per epoch ``advantage_stats`` (each minibatch's advantage mean and std), per minibatch
-  ``ppo_update_tiles`` (forward, loss, backward for tiles of 64 samples as 4x4
-  register-tiled products over shared memory; a block's weight gradients accumulate there
-  too), ``ppo_reduce_grads`` (sum of the blocks in a
-  fixed order, statistics), ``clip_grads`` (global-norm clip), then the optimizer.
+  ``ppo_update_tiles`` (forward, loss, backward for tiles of 64 samples, or 32 where 64
+  do not fit, as 4x4 register-tiled products over shared memory; a block's weight
+  gradients accumulate there too), ``ppo_reduce_grads`` (sum of the blocks in a fixed
+  order, statistics), ``clip_grads`` (global-norm clip), then the optimizer.
 
 The math is the torch path's (:mod:`gpu_vecenv.train.losses`, :mod:`.distributions`,
 ``ActorCritic``), summed in another order: results agree to float rounding, not bit for
@@ -251,7 +251,9 @@ class FusedPPO:
             layout = self._read_layout(module)
         update_bytes = shared_bytes(obs_dim, hidden, spec, tile)
         forward_bytes = shared_bytes(obs_dim, hidden, spec, tile, update=False)
-        if layout[:5] != (self.num_params, update_bytes, forward_bytes, tile, self.threads):
+        action_dim = spec.head_size if spec.kind == "box" else len(spec.nvec)
+        expected = (self.num_params, update_bytes, forward_bytes, tile, self.threads, action_dim)
+        if layout != expected:
             raise RuntimeError(f"ppo_mlp.cu's layout {layout} does not match this network "
                                f"({self.num_params} parameters, tile {tile})")
         props = torch.cuda.get_device_properties(self.device)

@@ -24,7 +24,7 @@
 // (weight [out][in] row-major, then bias), critic layers, then log_std (Box). Nothing is
 // atomic: every sum runs in a fixed order, so a launch is deterministic.
 
-#include <stdint.h>
+#include "common/stdint.cuh"
 
 #if !defined(OBS_DIM) || !defined(NUM_HIDDEN) || !defined(ACTOR_OUT) || !defined(ACTIVATION) \
     || !defined(HEAD_GAUSSIAN) || !defined(NUM_SEG) || !defined(NORMALIZE_OBS) \

@@ -286,11 +286,11 @@ def machine_info(device) -> dict[str, Any]:
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         try:
-            import pycuda
+            from gpu_vecenv.backends.compiler import KernelsUnavailable, choose_compiler
 
-            info["pycuda"] = pycuda.VERSION_TEXT
-        except ImportError:
-            pass
+            info["kernel_compiler"] = choose_compiler().describe()
+        except (KernelsUnavailable, ValueError) as exc:
+            info["kernel_compiler"] = f"none ({exc})"
     return info
 
 

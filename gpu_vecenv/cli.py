@@ -6,7 +6,8 @@ Subcommands live in their own modules, imported only when used; each module expo
 - ``list``  — registered envs and their spaces (here);
 - ``bench`` — throughput over env counts (:mod:`gpu_vecenv.bench`);
 - ``train`` / ``eval`` — the native trainer (:mod:`gpu_vecenv.train.cli`);
-- ``rollout`` — a random-action roll-out printing env-steps/s (here).
+- ``rollout`` — a random-action roll-out printing env-steps/s (here);
+- ``compile`` — every shipped kernel into the cache (:mod:`gpu_vecenv.compile_cli`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _SUBCOMMANDS = {
     "bench": ("gpu_vecenv.bench", "throughput (env-steps/s) over a range of env counts"),
     "train": ("gpu_vecenv.train.cli", "train a policy with PPO, A2C or DDPG"),
     "eval": ("gpu_vecenv.train.eval_cli", "evaluate a trained policy (episodes, GIF)"),
+    "compile": ("gpu_vecenv.compile_cli", "compile every shipped kernel into the cache"),
 }
 
 

@@ -152,19 +152,15 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
                                       asynchronous=self.device.type == "cuda" and not self.strict)
 
     def _make_backend(self, backend: str):
-        from gpu_vecenv.backends import resolve_backend
+        from gpu_vecenv.backends import build_backend
 
-        name = resolve_backend(backend, self.device)
-        if name == "cuda":
-            try:
-                from gpu_vecenv.tag_cuda import TagCudaBackend
-            except ImportError as exc:
-                if backend == "cuda":
-                    raise RuntimeError(f"backend='cuda' cannot run {self.definition.name}: "
-                                       f"{exc}") from exc
-            else:
-                return "cuda", TagCudaBackend(self)
-        return "torch", MultiAgentTorchBackend(self)
+        def kernels():
+            from gpu_vecenv.tag_cuda import TagCudaBackend
+
+            return TagCudaBackend(self)
+
+        return build_backend(backend, self.device, kernels,
+                             lambda: MultiAgentTorchBackend(self))
 
     # -- reset / step --
 

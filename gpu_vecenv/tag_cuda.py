@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.backends.compiler import load_driver_module, load_module
+from gpu_vecenv.backends.compiler import load_module
 from gpu_vecenv.backends.cuda import AUTORESET_CODES, f32
 from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.tag_torch_backend import GameOutputs
@@ -117,14 +117,12 @@ class TagCudaBackend:
             state = [s["x"], s["y"], s["t"]]
             extra = [*self.game_counts, self.visible]
         buffers = [b.seed, b.rng_counter, b.pending, b.invalid_action, b.error_count, *extra]
-        self._head = (*consts, *(t.data_ptr() for t in state),
-                      *(t.data_ptr() for t in buffers))
+        head = (*consts, *(t.data_ptr() for t in state), *(t.data_ptr() for t in buffers))
         consts_fmt = "".join("f" if isinstance(v, np.floating) else "i" for v in consts)
-        index = self._device_index
-        self._fn = Kernel(load_module(name, index), load_driver_module(name, index),
+        self._fn = Kernel(load_module(name, self._device_index),
                           _kernel_name(name, p, G * self.blocks_per_game, self.device),
                           consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP"
-                          + "iiii", index)
+                          + "iiii", fixed=head)
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)
         self._step_phases = [VALIDATE, MOVE, TAG, FINISH, OBSERVE_STEP]
@@ -132,13 +130,8 @@ class TagCudaBackend:
             self._step_phases[4:4] = [FINAL_OBS, SAME_STEP_RESET]
 
     def _launch(self, outputs: tuple, action: int, mask: int, first: int, last: int) -> None:
-        args = (*self._head, *outputs, action, mask, self.blocks_per_game, self.mode, first,
-                last)
-        if torch.cuda.current_device() != self._device_index:
-            with torch.cuda.device(self._device_index):
-                self._fn(self._grid, self._block_shape, args)
-            return
-        self._fn(self._grid, self._block_shape, args)
+        self._fn(self._grid, self._block_shape, (*outputs, action, mask, self.blocks_per_game,
+                                                 self.mode, first, last))
 
     def _run(self, phases: list[int], outputs: tuple, action: int = 0, mask: int = 0) -> None:
         if self.blocks_per_game == 1:

@@ -21,7 +21,7 @@ from gymnasium.vector.utils import batch_space
 
 from gpu_vecenv import seeding
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
-from gpu_vecenv.backends import resolve_backend
+from gpu_vecenv.backends import build_backend
 from gpu_vecenv.backends.base import BackendContext
 from gpu_vecenv.buffers import EnvBuffers, StepOutputs
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
@@ -144,8 +144,9 @@ class GpuVectorEnv(gym.vector.VectorEnv):
             max_episode_steps=self.max_episode_steps, actions=self.actions,
             buffers=self.buffers, obs_dim=self.obs_dim,
         )
-        self.backend_name = resolve_backend(backend, self.device)
-        self.backend = self._make_backend(self.backend_name)
+        self.backend_name, self.backend = build_backend(
+            backend, self.device, lambda: self._make_backend("cuda"),
+            lambda: self._make_backend("torch"))
         self._seeded = False
         self._has_reset = False
         self._errors = DeferredErrors(self.buffers.error_count,

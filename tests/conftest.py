@@ -1,8 +1,9 @@
-"""Shared test set-up: the ``gpu`` marker skips where CUDA or PyCUDA is missing."""
+"""Shared test set-up: the ``gpu`` marker skips where torch sees no CUDA GPU.
+
+A GPU machine without a kernel compiler does not skip them: the CUDA tests fail there,
+saying what is missing (the kernels need no more than a CUDA build of torch)."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import pytest
 import torch
@@ -11,8 +12,6 @@ import torch
 def _gpu_missing() -> str | None:
     if not torch.cuda.is_available():
         return "no CUDA GPU"
-    if importlib.util.find_spec("pycuda") is None:
-        return "PyCUDA not installed"
     return None
 
 

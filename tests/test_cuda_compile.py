@@ -1,37 +1,70 @@
-"""Every kernel file builds with the machine's nvcc for sm_90, warnings as errors (CI, no GPU).
+"""Every kernel file builds, with NVRTC and with nvcc, and the compile cache behaves (CI, no
+GPU: both compilers run without one).
 
-Uses the backend's own command line (gpu_vecenv.backends.compiler.build_command), so what
-CI compiles is what users' machines compile.
+Uses the backend's own compile path (gpu_vecenv.backends.compiler), so what CI compiles is
+what users' machines compile. The NVRTC tests need ``libnvrtc``: the ``test`` extra
+installs NVIDIA's ``nvidia-cuda-nvrtc`` wheel on Linux, and a test fails if that wheel is
+installed but not found.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import subprocess
+import sys
+from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
+from gpu_vecenv.backends import compiler, nvrtc
 from gpu_vecenv.backends.compiler import (
     CUDA_SRC,
     CudaCompileError,
+    KernelsUnavailable,
+    Target,
     build_command,
-    compile_cubin,
+    choose_compiler,
+    compile_kernel,
     find_nvcc,
+    parse_arch,
+    target_for,
 )
 
 KERNEL_FILES = sorted(p.stem for p in CUDA_SRC.glob("*.cu") if p.stem != "ppo_mlp")
 """Env kernel files (ppo_mlp.cu, the trainer's, is sized by -D flags: tested below)."""
 CLASSIC = ["acrobot", "cartpole", "mountain_car", "mountain_car_continuous", "pendulum"]
+CUSTOM_ENV_KERNEL = Path(__file__).resolve().parents[1] / "examples/custom_env/point_reach.cu"
 
 nvcc_required = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+nvrtc_required = pytest.mark.skipif(nvrtc.find_nvrtc() is None,
+                                    reason="NVRTC is not installed (pip install nvidia-cuda-nvrtc)")
+
+
+def _nvrtc_wheel_installed() -> bool:
+    try:
+        importlib.metadata.distribution("nvidia-cuda-nvrtc")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def test_every_classic_env_has_a_kernel_file():
     assert set(CLASSIC) <= set(KERNEL_FILES)
 
 
+@pytest.mark.skipif(not _nvrtc_wheel_installed(), reason="the nvidia-cuda-nvrtc wheel is absent")
+def test_nvrtc_is_found_where_its_wheel_is_installed():
+    found = nvrtc.find_nvrtc()
+    assert found is not None, f"not found among {nvrtc.candidate_paths()}"
+    assert found.version >= (11, 2) and 90 in found.archs
+
+
 @nvcc_required
 @pytest.mark.parametrize("name", KERNEL_FILES)
-def test_kernel_file_compiles_for_sm90_without_warnings(name, tmp_path):
+def test_kernel_file_compiles_with_nvcc_for_sm90_without_warnings(name, tmp_path):
     command = build_command(find_nvcc(), CUDA_SRC / f"{name}.cu", tmp_path / f"{name}.cubin",
                             (9, 0), extra_flags=("-Werror", "all-warnings"))
     result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -39,50 +72,240 @@ def test_kernel_file_compiles_for_sm90_without_warnings(name, tmp_path):
     assert (tmp_path / f"{name}.cubin").stat().st_size > 0
 
 
-@nvcc_required
-def test_cache_reuses_the_cubin_and_reports_compile_errors(tmp_path, monkeypatch):
+@nvrtc_required
+def test_compile_command_builds_every_shipped_kernel_with_nvrtc(tmp_path):
+    """What CI promises: `gpu-vecenv compile` for sm_80 and sm_90 through NVRTC, the
+    custom-env example's kernel included, with no compiler message at all (--strict)."""
+    env = {**os.environ, "GPU_VECENV_COMPILER": "nvrtc",
+           "GPU_VECENV_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "gpu_vecenv.cli", "compile", "--arch", "sm_80",
+               "--arch", "sm_90", "--kernel", str(CUSTOM_ENV_KERNEL), "--strict", "-j", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "compiler: NVRTC" in result.stdout
+    built = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    for arch in ("sm_80", "sm_90"):
+        for name in [*KERNEL_FILES, "point_reach"]:
+            assert any(f.startswith(f"{name}-{arch}-nvrtc-") and f.endswith(".cubin")
+                       for f in built), (name, arch, built)
+        # cartpole, acrobot and mountain car train on the fused kernels: one network each
+        assert sum(f.startswith(f"ppo_mlp-{arch}-nvrtc-") for f in built) == 3
+    again = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert again.returncode == 0 and "built" not in again.stdout  # all from the cache
+
+
+@nvrtc_required
+def test_nvrtc_cache_reuses_the_image_and_keys_by_compiler_and_target(tmp_path, monkeypatch):
     monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path / "cache"))
-    first = compile_cubin("mountain_car", (9, 0))
-    assert first.parent == tmp_path / "cache" and first.suffix == ".cubin"
-    stamp = first.stat().st_mtime_ns
-    assert compile_cubin("mountain_car", (9, 0)) == first
-    assert first.stat().st_mtime_ns == stamp  # not rebuilt
-    assert compile_cubin("mountain_car", (8, 0)) != first  # another arch, another entry
+    rtc = choose_compiler("nvrtc")
+    first = compile_kernel("mountain_car", (9, 0), compiler=rtc)
+    assert not first.cached and first.path.parent == tmp_path / "cache"
+    assert first.path.name.startswith("mountain_car-sm_90-nvrtc-") and first.path.suffix == ".cubin"
+    assert first.path.read_bytes()[:4] == b"\x7fELF"  # a cubin is an ELF image
+    stamp = first.path.stat().st_mtime_ns
+    again = compile_kernel("mountain_car", (9, 0), compiler=rtc)
+    assert again.cached and again.path == first.path and first.path.stat().st_mtime_ns == stamp
+    assert compile_kernel("mountain_car", (8, 0), compiler=rtc).path != first.path
+    flagged = compile_kernel("mountain_car", (9, 0), ("-DUNUSED_FLAG=1",), compiler=rtc)
+    assert flagged.path != first.path
+    if find_nvcc() is not None:
+        by_nvcc = compile_kernel("mountain_car", (9, 0), compiler=choose_compiler("nvcc"))
+        assert by_nvcc.path != first.path and "-nvcc-" in by_nvcc.path.name
 
-    import gpu_vecenv.backends.compiler as compiler
 
+@nvrtc_required
+def test_nvrtc_emits_ptx_for_a_gpu_newer_than_it_knows(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path))
+    rtc = choose_compiler("nvrtc")
+    newest = max(rtc.nvrtc.archs)
+    future = (newest // 10 + 1, 0)
+    build = compile_kernel("cartpole", future, compiler=rtc)
+    assert build.target == Target(newest, ptx=True) and build.path.suffix == ".ptx"
+    text = build.path.read_bytes().rstrip(b"\0").decode()
+    assert f".target sm_{newest}" in text and ".entry cartpole_step" in text
+
+
+def _broken_source_tree(tmp_path: Path) -> Path:
     broken = tmp_path / "src"
     (broken / "common").mkdir(parents=True)
     for header in (CUDA_SRC / "common").glob("*.cuh"):
         (broken / "common" / header.name).write_text(header.read_text())
     (broken / "oops.cu").write_text('extern "C" __global__ void oops_step() { int x = ; }\n')
-    monkeypatch.setattr(compiler, "CUDA_SRC", broken)
+    return broken
+
+
+@pytest.mark.parametrize("kind", [
+    pytest.param("nvrtc", marks=nvrtc_required), pytest.param("nvcc", marks=nvcc_required)])
+def test_a_rejected_kernel_names_file_compiler_and_log_and_caches_nothing(kind, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(compiler, "CUDA_SRC", _broken_source_tree(tmp_path))
     with pytest.raises(CudaCompileError) as info:
-        compile_cubin("oops", (9, 0))
-    assert "oops.cu" in str(info.value) and "error" in str(info.value)
+        compile_kernel("oops", (9, 0), compiler=choose_compiler(kind))
+    message = str(info.value)
+    assert "oops.cu" in message and "error" in message and "expected an expression" in message
+    assert ("NVRTC" if kind == "nvrtc" else "nvcc") in message
     assert not list((tmp_path / "cache").glob("oops*"))  # no half-written cache entry
 
 
 @nvcc_required
-@pytest.mark.parametrize("space, obs_dim, hidden, activation, normalize", [
+def test_nvcc_cache_reuses_the_cubin(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path / "cache"))
+    nvcc = choose_compiler("nvcc")
+    first = compile_kernel("mountain_car", (9, 0), compiler=nvcc)
+    assert not first.cached and first.path.parent == tmp_path / "cache"
+    stamp = first.path.stat().st_mtime_ns
+    assert compile_kernel("mountain_car", (9, 0), compiler=nvcc).path == first.path
+    assert first.path.stat().st_mtime_ns == stamp  # not rebuilt
+    assert compile_kernel("mountain_car", (8, 0), compiler=nvcc).path != first.path
+
+
+FUSED_HEADS = [
     ("discrete", 4, (64, 64), "tanh", False),
     ("multidiscrete", 9, (32, 16, 8, 8), "relu", True),
     ("box", 3, (48,), "elu", True),
-], ids=["discrete", "multidiscrete", "box"])
-def test_fused_ppo_kernels_compile_for_each_head(space, obs_dim, hidden, activation,
-                                                 normalize, tmp_path):
-    import gymnasium as gym
-    import numpy as np
+]
 
+
+def _fused_flags(space, obs_dim, hidden, activation, normalize):
     from gpu_vecenv.train.distributions import ActionSpec
     from gpu_vecenv.train.fused import compile_flags
 
     spaces = {"discrete": gym.spaces.Discrete(3),
               "multidiscrete": gym.spaces.MultiDiscrete([3, 3], start=[-1, 0]),
               "box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
-    flags = compile_flags(obs_dim, hidden, activation, ActionSpec.from_space(spaces[space]),
-                          normalize)
+    return compile_flags(obs_dim, hidden, activation, ActionSpec.from_space(spaces[space]),
+                         normalize)
+
+
+@nvcc_required
+@pytest.mark.parametrize("case", FUSED_HEADS, ids=[c[0] for c in FUSED_HEADS])
+def test_fused_ppo_kernels_compile_with_nvcc_for_each_head(case, tmp_path):
     command = build_command(find_nvcc(), CUDA_SRC / "ppo_mlp.cu", tmp_path / "ppo.cubin",
-                            (9, 0), extra_flags=(*flags, "-Werror", "all-warnings"))
+                            (9, 0), extra_flags=(*_fused_flags(*case), "-Werror", "all-warnings"))
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"ppo_mlp.cu does not build:\n{result.stderr}{result.stdout}"
+
+
+@nvrtc_required
+@pytest.mark.parametrize("case", FUSED_HEADS, ids=[c[0] for c in FUSED_HEADS])
+def test_fused_ppo_kernels_compile_with_nvrtc_for_each_head(case, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path))
+    build = compile_kernel("ppo_mlp", (9, 0), (*_fused_flags(*case), "-Werror=all-warnings"),
+                           compiler=choose_compiler("nvrtc"))
+    assert build.path.stat().st_size > 0 and build.log == ""
+
+
+# -- choosing the compiler and the target (no compiler needed) --
+
+
+def _fake_nvrtc(archs=(75, 80, 86, 89, 90, 100, 120), version=(13, 0)) -> compiler.Compiler:
+    fake = nvrtc.Nvrtc(library=None, path="/fake/libnvrtc.so.13", version=version,
+                       archs=tuple(archs))
+    return compiler.Compiler("nvrtc", "13.0", fake.path, "nvrtc 13.0 fake", fake)
+
+
+def test_target_is_the_gpus_own_cubin_else_a_compatible_one_else_ptx():
+    rtc = _fake_nvrtc()
+    assert target_for((9, 0), rtc) == Target(90)
+    assert target_for((8, 7), rtc) == Target(86)  # same major, lower minor: binary compatible
+    assert target_for((12, 9), rtc) == Target(120)
+    assert target_for((13, 0), rtc) == Target(120, ptx=True)  # newer than NVRTC: PTX, JIT
+    assert Target(120, ptx=True).name == "compute_120" and Target(90).suffix == "cubin"
+    with pytest.raises(KernelsUnavailable, match="sm_75 and newer.*sm_70"):
+        target_for((7, 0), rtc)
+    nvcc = compiler.Compiler("nvcc", "13.0.88", "/usr/bin/nvcc", "nvcc")
+    assert target_for((8, 7), nvcc) == Target(87)
+
+
+@pytest.mark.parametrize("text, capability", [("sm_90", (9, 0)), ("90", (9, 0)),
+                                              ("9.0", (9, 0)), ("sm_121", (12, 1)),
+                                              ("compute_86", (8, 6))])
+def test_parse_arch(text, capability):
+    assert parse_arch(text) == capability
+
+
+@pytest.mark.parametrize("text", ["sm_9", "hopper", "", "sm_90a"])
+def test_parse_arch_rejects_nonsense(text):
+    with pytest.raises(ValueError, match="sm_90"):
+        parse_arch(text)
+
+
+def test_compiler_setting_and_missing_compilers(monkeypatch):
+    monkeypatch.setenv("GPU_VECENV_COMPILER", "clang")
+    with pytest.raises(ValueError, match="auto.*nvrtc.*nvcc"):
+        choose_compiler()
+    monkeypatch.setattr(nvrtc, "find_nvrtc", lambda: None)
+    monkeypatch.setattr(compiler, "find_nvcc", lambda: None)
+    with pytest.raises(KernelsUnavailable, match="NVRTC.*not found"):
+        choose_compiler("nvrtc")
+    with pytest.raises(KernelsUnavailable, match="nvcc"):
+        choose_compiler("nvcc")
+    with pytest.raises(KernelsUnavailable, match="no CUDA compiler"):
+        choose_compiler("auto")
+
+
+def test_auto_prefers_nvrtc_and_falls_back_to_nvcc(monkeypatch):
+    rtc = _fake_nvrtc()
+    monkeypatch.setattr(compiler, "_nvrtc_compiler", lambda: rtc)
+    assert choose_compiler("auto") is rtc
+    nvcc = compiler.Compiler("nvcc", "13.0.88", "/usr/bin/nvcc", "nvcc")
+    monkeypatch.setattr(compiler, "_nvrtc_compiler", lambda: None)
+    monkeypatch.setattr(compiler, "_nvcc_compiler", lambda: nvcc)
+    assert choose_compiler("auto") is nvcc
+
+
+@pytest.mark.parametrize("cuda, package", [("13.0", "nvidia-cuda-nvrtc==13.*"),
+                                           ("12.8", "nvidia-cuda-nvrtc-cu12==12.*"),
+                                           (None, "CUDA build of torch")])
+def test_install_hint_names_the_nvrtc_of_torchs_cuda(cuda, package, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    assert package in nvrtc.install_hint()
+
+
+def test_nvrtc_of_torchs_cuda_version_is_tried_first(tmp_path, monkeypatch):
+    import torch
+
+    for version in ("12", "13"):
+        folder = tmp_path / "nvidia" / f"cu{version}" / "lib"
+        folder.mkdir(parents=True)
+        (folder / f"libnvrtc.so.{version}").write_bytes(b"")
+        (folder / f"libnvrtc-builtins.so.{version}.0").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.delenv("GPU_VECENV_NVRTC", raising=False)
+    for var in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    paths = nvrtc.candidate_paths()
+    assert paths[0].endswith("cu12/lib/libnvrtc.so.12") and not any("builtins" in p for p in paths)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert nvrtc.candidate_paths()[0].endswith("cu13/lib/libnvrtc.so.13")
+    monkeypatch.setenv("GPU_VECENV_NVRTC", "/opt/my/libnvrtc.so.13")
+    assert nvrtc.candidate_paths()[0] == "/opt/my/libnvrtc.so.13"
+
+
+def test_kernels_problem_names_a_driver_older_than_nvrtc(monkeypatch):
+    import torch
+
+    from gpu_vecenv.backends import driver
+
+    monkeypatch.setattr(driver, "libcuda", lambda: object())
+    monkeypatch.setattr(driver, "driver_version", lambda: (12, 4))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
+    monkeypatch.setattr(compiler, "choose_compiler", lambda setting=None: _fake_nvrtc())
+    problem = compiler.kernels_problem(0)
+    assert "CUDA 13.0" in problem and "CUDA 12.4" in problem and "update the driver" in problem
+    monkeypatch.setattr(compiler, "choose_compiler",
+                        lambda setting=None: _fake_nvrtc(version=(12, 8)))
+    assert compiler.kernels_problem(0) is None  # a newer minor version loads (cubin)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (13, 0))
+    assert "update the driver" in compiler.kernels_problem(0)  # but not as PTX
+
+
+def test_compile_command_without_a_gpu_asks_for_an_arch(tmp_path):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GPU_VECENV_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "gpu_vecenv.cli", "compile"],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2 and "--arch" in result.stderr

@@ -1,7 +1,14 @@
 // Elementwise helpers with torch's exact semantics, for kernels that mirror a torch reference.
 #pragma once
 
+// NVRTC declares the math functions itself and has no <math.h> (nor its INFINITY).
+#ifdef __CUDACC_RTC__
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#else
 #include <math.h>
+#endif
 
 #include "rng.cuh"
 

@@ -10,7 +10,7 @@
 // Everything is __host__ __device__ so that tests/cuda/ can check it on a machine without a GPU.
 #pragma once
 
-#include <stdint.h>
+#include "stdint.cuh"
 
 #define GV_HD __host__ __device__ __forceinline__
 

@@ -1,34 +1,43 @@
-"""Backends: ``"torch"`` (reference, any device) and ``"cuda"`` (PyCUDA kernels).
+"""Backends: ``"torch"`` (reference, any device) and ``"cuda"`` (the CUDA kernels).
 
-:func:`resolve_backend` turns the user's ``backend=`` argument into a backend name.
+:func:`resolve_backend` turns the user's ``backend=`` argument into a backend name;
+:func:`build_backend` builds it, falling back to the torch backend (with a notice naming
+the cause and its fix) when ``"auto"`` finds that the kernels cannot be built or loaded.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 BACKENDS = ("auto", "cuda", "torch")
 
-_notice_shown = False
+_notices_shown: set[str] = set()
 
 
 def cuda_backend_problem(device: torch.device) -> str | None:
-    """Why the CUDA backend cannot run on ``device`` (``None`` if it can)."""
+    """Why the CUDA backend cannot run on ``device`` (``None`` if it can, as far as can be
+    told without compiling)."""
     if device.type != "cuda":
         return f"the env's device is {device}, not a CUDA device"
     if not torch.cuda.is_available():
-        return "torch sees no CUDA GPU"
-    if importlib.util.find_spec("pycuda") is None:
-        return "PyCUDA is not installed (pip install 'gpu-vecenv[cuda]')"
-    from gpu_vecenv.backends.compiler import find_nvcc
+        if torch.version.cuda is None:
+            return ("torch sees no CUDA GPU: this torch is a CPU-only build (install a CUDA "
+                    "build of torch)")
+        return "torch sees no CUDA GPU (no NVIDIA driver, or no GPU visible to this process)"
+    from gpu_vecenv.backends.compiler import kernels_problem
 
-    if find_nvcc() is None and shutil.which("nvcc") is None:
-        return "nvcc (the CUDA compiler) is not on PATH and CUDA_HOME is not set"
-    return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return kernels_problem(index)
+
+
+def _notice(problem: str) -> None:
+    if problem not in _notices_shown:
+        _notices_shown.add(problem)
+        warnings.warn(f"gpu_vecenv: using the torch backend ({problem})", stacklevel=4)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -38,7 +47,6 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     one-line notice if a CUDA device is present). Asking for ``"cuda"`` where it cannot
     run raises a ``RuntimeError`` saying what is missing.
     """
-    global _notice_shown
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "torch":
@@ -50,7 +58,27 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         return "cuda"
     if problem is None:
         return "cuda"
-    if device.type == "cuda" and not _notice_shown:
-        _notice_shown = True
-        warnings.warn(f"gpu_vecenv: using the torch backend ({problem})", stacklevel=3)
+    if device.type == "cuda":
+        _notice(problem)
     return "torch"
+
+
+def build_backend(backend: str, device: torch.device, make_cuda: Callable[[], Any],
+                  make_torch: Callable[[], Any]) -> tuple[str, Any]:
+    """``(name, backend object)`` for the requested ``backend`` on ``device``.
+
+    Under ``"auto"``, kernels that fail to build or load (a compiler error, a driver
+    that cannot load the code) give the torch backend and a notice with the first lines
+    of the error; ``backend="cuda"`` raises it in full.
+    """
+    from gpu_vecenv.backends.compiler import CudaCompileError, KernelsUnavailable
+
+    if resolve_backend(backend, device) == "cuda":
+        try:
+            return "cuda", make_cuda()
+        except (KernelsUnavailable, CudaCompileError) as exc:
+            if backend == "cuda":
+                raise
+            lines = str(exc).splitlines()
+            _notice(" / ".join(lines[:3]) + (" ..." if len(lines) > 3 else ""))
+    return "torch", make_torch()

@@ -1,17 +1,17 @@
-"""The CUDA backend: each env's ``cuda_src/<name>.cu`` kernels, launched through PyCUDA on
-the env's torch tensors.
+"""The CUDA backend: each env's ``cuda_src/<name>.cu`` kernels, launched through the CUDA
+driver API on the env's torch tensors.
 
-- Context: PyTorch's primary context of the env's device, retained by PyCUDA (never a new
-  one); see :func:`gpu_vecenv.backends.compiler.load_module`.
+- Compiling: NVRTC (or nvcc), once per GPU architecture, cached; see
+  :mod:`gpu_vecenv.backends.compiler`.
+- Context: PyTorch's primary context of the env's device, retained (never a new one); see
+  :mod:`gpu_vecenv.backends.driver`.
 - Memory: every buffer is a torch tensor; kernels get ``tensor.data_ptr()``.
 - Arguments: one fixed, typed list per kernel (see ``GV_DEFINE_KERNELS`` in
   ``cuda_src/common/autoreset.cuh``): the env's float32 constants (a :class:`KernelBinding`
   computes them from the params dataclass the way the torch reference rounds them), the
   state field pointers, the buffer pointers, the outputs, then ``num_envs`` and the mode.
 - Streams: kernels run on torch's current stream, so they are ordered with every torch op
-  around them: through PyCUDA on the default stream, through the driver API on any other
-  stream, which is also how they get captured into CUDA graphs (see
-  :mod:`gpu_vecenv.backends.launch`).
+  around them, and get captured into CUDA graphs (see :mod:`gpu_vecenv.backends.launch`).
 - One launch per ``step()``: action check, dynamics, reward, termination, time limit,
   autoreset, observation and ``final_obs`` are fused; invalid actions are counted on the
   device (``buffers.error_count``), never read back here.
@@ -29,7 +29,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.backends.base import BackendContext
-from gpu_vecenv.backends.compiler import load_driver_module, load_module
+from gpu_vecenv.backends.compiler import load_module
 from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.buffers import StepOutputs
 
@@ -75,7 +75,7 @@ class KernelBinding:
     """A kernel file outside ``cuda_src/`` (a custom env's); ``None``: ``cuda_src/<source>.cu``."""
 
     def pack_format(self, params: Any) -> tuple[str, tuple[Any, ...]]:
-        """PyCUDA/struct format and values of the ``Consts`` struct."""
+        """struct format and values of the ``Consts`` struct."""
         fields = self.consts(params)
         fmt = "".join("f" if isinstance(v, np.floating) else "i" for _, v in fields)
         return fmt, tuple(float(v) if isinstance(v, np.floating) else int(v) for _, v in fields)
@@ -245,52 +245,43 @@ class CudaBackend:
         self.device = ctx.device
         self._device_index = ctx.device.index if ctx.device.index is not None else 0
         module = load_module(binding.source, self._device_index, binding.path)
-        driver_module = load_driver_module(binding.source, self._device_index, binding.path)
         consts_fmt, consts = binding.pack_format(ctx.params)
         state_ptrs = tuple(b.state[f.name].data_ptr() for f in definition.state_fields)
         buffer_ptrs = (b.elapsed.data_ptr(), b.rng_counter.data_ptr(), b.seed.data_ptr(),
                        b.autoreset_pending.data_ptr(), b.invalid_action.data_ptr(),
                        b.error_count.data_ptr())
         state_fmt = "P" * len(state_ptrs)
-        def kernel(suffix: str, arg_format: str) -> Kernel:
-            return Kernel(module, driver_module, f"{binding.source}_{suffix}", arg_format,
-                          self._device_index)
 
-        self._step_fn = kernel("step", consts_fmt + state_fmt + "PPPPPP" + "P" + "PPPPP" + "iii")
-        self._reset_fn = kernel("reset", consts_fmt + state_fmt + "PPPPPP" + "PPi")
-        self._observe_fn = kernel("observe", consts_fmt + state_fmt + "Pi")
-        self._head = (*consts, *state_ptrs)
-        self._head_buffers = (*self._head, *buffer_ptrs)
+        head = (*consts, *state_ptrs)
+
+        def kernel(suffix: str, arg_format: str, fixed: tuple) -> Kernel:
+            return Kernel(module, f"{binding.source}_{suffix}", arg_format, fixed=fixed)
+
+        buffers_fmt = consts_fmt + state_fmt + "PPPPPP"
+        self._step_fn = kernel("step", buffers_fmt + "P" + "PPPPP" + "iii",
+                               (*head, *buffer_ptrs))
+        self._reset_fn = kernel("reset", buffers_fmt + "PPi", (*head, *buffer_ptrs))
+        self._observe_fn = kernel("observe", consts_fmt + state_fmt + "Pi", head)
         self._step_tail = (n, ctx.max_episode_steps or 0, AUTORESET_CODES[ctx.autoreset_mode])
         self._n = n
         self._grid = ((n + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
         self._block = (BLOCK_SIZE, 1, 1)
 
-    def _launch(self, kernel: Kernel, args: tuple) -> None:
-        # The driver launches into the thread's current context: the env's device's
-        # primary context only while that device is torch's current one.
-        if torch.cuda.current_device() != self._device_index:
-            with torch.cuda.device(self._device_index):
-                kernel(self._grid, self._block, args)
-            return
-        kernel(self._grid, self._block, args)
-
     def reset(self, mask: torch.Tensor | None, obs_out: torch.Tensor) -> None:
         """Reset the envs in ``mask`` ((n,) bool; all if None) and write every obs."""
         if mask is not None:
             mask = mask.contiguous()
-        self._launch(self._reset_fn, (*self._head_buffers, _ptr(mask), obs_out.data_ptr(),
-                                      self._n))
+        self._reset_fn(self._grid, self._block, (_ptr(mask), obs_out.data_ptr(), self._n))
 
     def step(self, action: torch.Tensor, out: StepOutputs) -> None:
         """One fused launch: see ``gv_step_env`` in ``cuda_src/common/autoreset.cuh``."""
         action = action.contiguous()
-        self._launch(self._step_fn, (
-            *self._head_buffers, action.data_ptr(), out.obs.data_ptr(), out.reward.data_ptr(),
+        self._step_fn(self._grid, self._block, (
+            action.data_ptr(), out.obs.data_ptr(), out.reward.data_ptr(),
             out.terminated.data_ptr(), out.truncated.data_ptr(), _ptr(out.final_obs),
             *self._step_tail,
         ))
 
     def observe(self, out: torch.Tensor) -> None:
         """Write the observation of every env into ``out`` ((n, obs_dim) float32)."""
-        self._launch(self._observe_fn, (*self._head, out.data_ptr(), self._n))
+        self._observe_fn(self._grid, self._block, (out.data_ptr(), self._n))

@@ -47,6 +47,11 @@ MAX_HIDDEN_LAYERS = 4
 MAX_SEGMENTS = 8
 _ACTIVATIONS = {"tanh": 0, "relu": 1, "elu": 2}
 _DEFAULT_SHARED_OPTIN = 227 * 1024  # sm_90 (H100, H200): where no GPU is asked
+SHARED_OPTIN_KIB = {75: 64, 80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 103: 227,
+                    110: 227, 120: 99, 121: 99}
+"""Shared memory a block may opt in to, by compute capability (CUDA C Programming Guide,
+"Technical Specifications per Compute Capability"): sizes kernels built ahead of time
+(``gpu-vecenv compile --arch``) as the trainer will size them on such a GPU."""
 _NSTATS = 5
 _BLOCK = 256
 _STATS_THREADS = 1024  # STATS_THREADS in the .cu
@@ -113,14 +118,29 @@ def shared_limit(device: torch.device) -> int:
     if device.type != "cuda" or not torch.cuda.is_available():
         return _DEFAULT_SHARED_OPTIN
     index = device.index if device.index is not None else torch.cuda.current_device()
+    from gpu_vecenv.backends import driver
+
     try:
-        import pycuda.driver as cuda
-    except ImportError:  # the kernels cannot load either; say what torch knows
+        return driver.device_attribute(
+            index, driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    except (OSError, driver.DriverError):  # the kernels cannot load either
         return int(torch.cuda.get_device_properties(index).shared_memory_per_block)
-    torch.cuda.init()
-    cuda.init()
-    return int(cuda.Device(index).get_attribute(
-        cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
+
+
+def shared_limit_of(capability: tuple[int, int]) -> int:
+    """:func:`shared_limit` of a GPU of compute ``capability`` without one at hand: the
+    visible GPU's if it is of that capability, else :data:`SHARED_OPTIN_KIB`'s.
+
+    Raises:
+        ValueError: an architecture that table does not know.
+    """
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() == tuple(capability):
+        return shared_limit(torch.device("cuda", torch.cuda.current_device()))
+    arch = capability[0] * 10 + capability[1]
+    if arch not in SHARED_OPTIN_KIB:
+        raise ValueError(f"shared memory of sm_{arch} is not known; known: "
+                         f"{sorted(SHARED_OPTIN_KIB)}")
+    return SHARED_OPTIN_KIB[arch] * 1024
 
 
 def choose_tile(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
@@ -136,7 +156,7 @@ def choose_tile(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
 def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim: int,
                    spec: ActionSpec, device: torch.device) -> list[str]:
     """Why the fused kernels cannot run this policy (empty: they can)."""
-    from gpu_vecenv.backends.compiler import find_nvcc
+    from gpu_vecenv.backends import cuda_backend_problem
 
     reasons = []
     if device.type != "cuda":
@@ -157,8 +177,9 @@ def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim:
         reasons.append(f"the network needs {need // 1024} KiB of shared memory per block "
                        f"(its weights twice: values and gradients), the GPU offers "
                        f"{limit // 1024} KiB (use smaller hidden layers)")
-    if find_nvcc() is None:
-        reasons.append("nvcc (the CUDA compiler) is not found")
+    problem = cuda_backend_problem(device) if device.type == "cuda" else None
+    if problem is not None:
+        reasons.append(problem)
     return reasons
 
 
@@ -224,7 +245,7 @@ class FusedPPO:
     def __init__(self, model: torch.nn.Module, spec: ActionSpec, obs_dim: int,
                  hidden: tuple[int, ...], activation: str, normalize_obs: bool,
                  tile: int | None = None):
-        from gpu_vecenv.backends.compiler import load_driver_module, load_module
+        from gpu_vecenv.backends.compiler import load_module
         from gpu_vecenv.backends.launch import Kernel
 
         self.model = model
@@ -247,7 +268,6 @@ class FusedPPO:
         flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs, tile)
         with torch.cuda.device(self.device_index):
             module = load_module(SOURCE, self.device_index, extra_flags=flags)
-            driver = load_driver_module(SOURCE, self.device_index, extra_flags=flags)
             layout = self._read_layout(module)
         update_bytes = shared_bytes(obs_dim, hidden, spec, tile)
         forward_bytes = shared_bytes(obs_dim, hidden, spec, tile, update=False)
@@ -268,7 +288,7 @@ class FusedPPO:
         self.forward_blocks = blocks(forward_bytes)
 
         def kernel(name: str, fmt: str, shared: int = 0) -> Kernel:
-            return Kernel(module, driver, name, fmt, self.device_index, shared)
+            return Kernel(module, name, fmt, shared)
 
         self._update = kernel("ppo_update_tiles", "PPPPPPPPii" + "PPP" + "fff" + "ii" + "PP",
                               update_bytes)
@@ -295,23 +315,10 @@ class FusedPPO:
     @staticmethod
     def _read_layout(module) -> tuple[int, ...]:
         import numpy as np
-        import pycuda.driver as cuda
 
-        pointer, size = module.get_global("ppo_mlp_layout")
-        layout = np.zeros(size // 4, dtype=np.int32)
         torch.cuda.synchronize()
-        cuda.memcpy_dtoh(layout, pointer)
-        return tuple(int(v) for v in layout)
-
-    def _launch(self, kernel, grid: tuple[int, int, int], block: tuple[int, int, int],
-                args: tuple) -> None:
-        # The driver launches into the current context: the model's device must be
-        # torch's current one (as for the env kernels).
-        if torch.cuda.current_device() != self.device_index:
-            with torch.cuda.device(self.device_index):
-                kernel(grid, block, args)
-            return
-        kernel(grid, block, args)
+        return tuple(int(v) for v in np.frombuffer(module.read_global("ppo_mlp_layout"),
+                                                   dtype=np.int32))
 
     def _grid(self, rows: int, blocks: int) -> tuple[int, int, int]:
         return (max(1, min(math.ceil(rows / self.tile), blocks)), 1, 1)
@@ -326,7 +333,7 @@ class FusedPPO:
         ``actions_out``, ``log_probs_out`` and the env's ``env_actions``."""
         n = obs.shape[0]
         obs = obs.contiguous()
-        self._launch(self._act, self._grid(n, self.forward_blocks), (self.threads, 1, 1),
+        self._act(self._grid(n, self.forward_blocks), (self.threads, 1, 1),
                   (self.flat_params.data_ptr(), obs.data_ptr(), n, noise.data_ptr(),
                    *self._norm, self._low.data_ptr(), self._high.data_ptr(),
                    int(self._bounded), obs_out.data_ptr(), actions_out.data_ptr(),
@@ -335,7 +342,7 @@ class FusedPPO:
     def values(self, obs: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``V(obs)`` for contiguous ``obs`` ``(M, D)`` into ``out`` ``(M,)``."""
         n = obs.shape[0]
-        self._launch(self._values, self._grid(n, self.forward_blocks), (self.threads, 1, 1),
+        self._values(self._grid(n, self.forward_blocks), (self.threads, 1, 1),
                      (self.flat_params.data_ptr(), obs.data_ptr(), n, *self._norm,
                       out.data_ptr()))
         return out
@@ -346,7 +353,7 @@ class FusedPPO:
         """:func:`gpu_vecenv.train.losses.gae_advantages` into ``advantages`` and
         ``returns``; every array ``(T, N)`` and contiguous."""
         steps, n = rewards.shape
-        self._launch(self._gae, (math.ceil(n / _BLOCK), 1, 1), (_BLOCK, 1, 1),
+        self._gae((math.ceil(n / _BLOCK), 1, 1), (_BLOCK, 1, 1),
                   (rewards.data_ptr(), values.data_ptr(), next_values.data_ptr(),
                    terminated.data_ptr(), done.data_ptr(), steps, n, gamma,
                    gamma * gae_lambda, advantages.data_ptr(), returns.data_ptr()))
@@ -357,7 +364,7 @@ class FusedPPO:
                         count: int, out: torch.Tensor) -> None:
         """``out[2 m], out[2 m + 1]`` = mean and std of the advantages of minibatch
         ``m < count`` (rows ``order[m * size:(m + 1) * size]``)."""
-        self._launch(self._adv_stats, (count, 1, 1), (_STATS_THREADS, 1, 1),
+        self._adv_stats((count, 1, 1), (_STATS_THREADS, 1, 1),
                         (advantages.data_ptr(), order.data_ptr(), size, out.data_ptr()))
 
     def minibatch_gradient(self, batch: dict[str, torch.Tensor], order: torch.Tensor,
@@ -376,7 +383,7 @@ class FusedPPO:
             self._partial_grads = torch.empty(needed, device=self.device)
             self._partial_stats = torch.empty(grid[0] * rows, device=self.device)
         assert self._partial_stats is not None
-        self._launch(self._update, grid, (self.threads, 1, 1),
+        self._update(grid, (self.threads, 1, 1),
                      (self.flat_params.data_ptr(), batch["obs"].data_ptr(),
                       batch["actions"].data_ptr(), batch["log_probs"].data_ptr(),
                       batch["advantages"].data_ptr(), batch["returns"].data_ptr(),
@@ -384,7 +391,7 @@ class FusedPPO:
                       adv_stats.data_ptr(), *self._norm, clip_coef, ent_coef, vf_coef,
                       int(clip_vloss), int(norm_adv), self._partial_grads.data_ptr(),
                       self._partial_stats.data_ptr()))
-        self._launch(self._reduce, ((self.num_params + _BLOCK - 1) // _BLOCK, 1, 1), (_BLOCK, 1, 1),
+        self._reduce(((self.num_params + _BLOCK - 1) // _BLOCK, 1, 1), (_BLOCK, 1, 1),
                      (self._partial_grads.data_ptr(), self._partial_stats.data_ptr(),
                       grid[0], 1.0 / size, ent_coef, vf_coef, self.flat_grads.data_ptr(),
                       self._sumsq.data_ptr(), self.totals.data_ptr()))
@@ -393,5 +400,5 @@ class FusedPPO:
         """``torch.nn.utils.clip_grad_norm_`` on the flat gradient (after
         :meth:`minibatch_gradient`)."""
         blocks = self._sumsq.numel()
-        self._launch(self._clip, (blocks, 1, 1), (_BLOCK, 1, 1),
+        self._clip((blocks, 1, 1), (_BLOCK, 1, 1),
                    (self.flat_grads.data_ptr(), self._sumsq.data_ptr(), blocks, max_norm))

@@ -46,20 +46,125 @@ def test_auto_picks_cuda_and_default_backend_is_cuda():
 def test_backend_selection_errors(monkeypatch):
     with pytest.raises(RuntimeError, match="not a CUDA device"):
         make_vec("GPUCartPole-v1", 4, device="cpu", backend="cuda")
-    import gpu_vecenv.backends as backends
+    from gpu_vecenv.backends import compiler, nvrtc
 
-    real_find_spec = backends.importlib.util.find_spec
-    monkeypatch.setattr(backends.importlib.util, "find_spec",
-                        lambda name: None if name == "pycuda" else real_find_spec(name))
-    with pytest.raises(RuntimeError, match="PyCUDA"):
-        make_vec("GPUCartPole-v1", 4, device="cuda", backend="cuda")
-    monkeypatch.undo()
-    import gpu_vecenv.backends.compiler as compiler
-
+    monkeypatch.setattr(nvrtc, "find_nvrtc", lambda: None)
     monkeypatch.setattr(compiler, "find_nvcc", lambda: None)
-    monkeypatch.setattr(backends.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="no CUDA compiler"):
+        make_vec("GPUCartPole-v1", 4, device="cuda", backend="cuda")
+    monkeypatch.setenv("GPU_VECENV_COMPILER", "nvcc")
     with pytest.raises(RuntimeError, match="nvcc"):
         make_vec("GPUCartPole-v1", 4, device="cuda", backend="cuda")
+
+
+def test_auto_falls_back_to_torch_naming_the_cause(monkeypatch):
+    """Without a compiler, ``auto`` gives the torch backend and a notice saying why and
+    what to install; a kernel that fails to compile does the same, with its log."""
+    from gpu_vecenv.backends import compiler, nvrtc
+
+    monkeypatch.setattr(nvrtc, "find_nvrtc", lambda: None)
+    monkeypatch.setattr(compiler, "find_nvcc", lambda: None)
+    with pytest.warns(UserWarning, match="torch backend.*NVRTC.*not found.*pip install"):
+        env = make_vec("GPUMountainCar-v0", 4, device="cuda")
+    assert env.backend_name == "torch"
+    monkeypatch.undo()
+
+    def rejected(*args, **kwargs):
+        raise compiler.CudaCompileError("NVRTC 13.0 failed to compile cartpole.cu:\nline 1\n"
+                                        "line 2\nline 3")
+
+    monkeypatch.setattr(compiler, "compile_kernel", rejected)
+    monkeypatch.setattr(compiler, "_modules", {})
+    with pytest.warns(UserWarning, match="torch backend.*failed to compile cartpole.cu"):
+        env = make_vec("GPUCartPole-v1", 4, device="cuda")
+    assert env.backend_name == "torch"
+    with pytest.raises(compiler.CudaCompileError, match="line 3"):
+        make_vec("GPUCartPole-v1", 4, device="cuda", backend="cuda")
+
+
+def test_kernels_compile_with_each_available_compiler_and_agree(tmp_path, monkeypatch):
+    """NVRTC's and nvcc's builds of the same kernel give the same bits (nvcc where a
+    toolkit is installed; NVRTC always: torch's CUDA wheels bring it)."""
+    from gpu_vecenv.backends import compiler
+
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path))
+    kinds = ["nvrtc"] + (["nvcc"] if compiler.find_nvcc() else [])
+    runs = []
+    for kind in kinds:
+        monkeypatch.setenv("GPU_VECENV_COMPILER", kind)
+        env = make_vec("GPUPendulum-v1", 4096, device="cuda", backend="cuda")
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        obs, _ = env.reset(seed=5)
+        frames = [obs]
+        for _ in range(300):
+            frames.append(env.step(random_actions(env, gen))[0])
+        runs.append(torch.stack(frames))
+    assert {p.name.split("-")[2] for p in tmp_path.glob("pendulum-*")} == set(kinds)
+    assert all(torch.equal(runs[0], r) for r in runs[1:])
+
+
+def test_ptx_from_nvrtc_loads_through_the_driver_jit(tmp_path, monkeypatch):
+    """Where NVRTC is older than the GPU it emits PTX; the driver compiles it at load.
+    Forced here on a GPU NVRTC knows: same bits as the cubin."""
+    from gpu_vecenv.backends import compiler
+
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GPU_VECENV_COMPILER", "nvrtc")
+    runs = []
+    for ptx in (False, True):
+        monkeypatch.setattr(compiler, "_modules", {})
+        monkeypatch.setattr(compiler, "target_for",
+                            lambda capability, c, ptx=ptx: compiler.Target(
+                                capability[0] * 10 + capability[1], ptx=ptx))
+        env = make_vec("GPUAcrobot-v1", 2048, device="cuda", backend="cuda")
+        gen = torch.Generator(device="cuda").manual_seed(3)
+        obs, _ = env.reset(seed=4)
+        runs.append(torch.stack([obs] + [env.step(random_actions(env, gen))[0]
+                                         for _ in range(200)]))
+    assert len(list(tmp_path.glob("acrobot-compute_*.ptx"))) == 1
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_a_thread_new_to_cuda_steps_the_env():
+    """The driver launches into the thread's current context; a thread that never used
+    CUDA has none until the launch binds torch's (the primary context)."""
+    import threading
+
+    env = make_vec("GPUCartPole-v1", 1000, device="cuda", backend="cuda")
+    ref = make_vec("GPUCartPole-v1", 1000, device="cuda", backend="torch")
+    action = torch.ones(1000, dtype=torch.int64, device="cuda")
+    results, errors = [], []
+
+    def run():
+        try:
+            env.reset(seed=1)
+            results.append(env.step(action)[0].clone())
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    ref.reset(seed=1)
+    assert torch.equal(results[0], ref.step(action)[0])
+
+
+def test_pycuda_code_and_the_kernels_share_the_primary_context():
+    """PyCUDA is no longer needed, and still works beside the kernels: its
+    ``autoprimaryctx`` uses the same context, so arrays pass both ways."""
+    pytest.importorskip("pycuda")
+    import numpy as np
+    import pycuda.autoprimaryctx  # noqa: F401
+    import pycuda.gpuarray as gpuarray
+
+    env = make_vec("GPUCartPole-v1", 64, device="cuda", backend="cuda")
+    obs, _ = env.reset(seed=2)
+    torch.cuda.synchronize()
+    view = gpuarray.GPUArray(obs.shape, np.float32, gpudata=obs.data_ptr())
+    np.testing.assert_array_equal(view.get(), obs.cpu().numpy())
+    obs, *_ = env.step(torch.zeros(64, dtype=torch.int64, device="cuda"))
+    assert torch.isfinite(obs).all()
 
 
 @pytest.mark.parametrize("env_id", CLASSIC_IDS)

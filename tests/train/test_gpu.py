@@ -1,4 +1,4 @@
-"""The trainer on a CUDA device (``-m gpu``; skipped without CUDA and PyCUDA).
+"""The trainer on a CUDA device (``-m gpu``; skipped without a CUDA GPU).
 
 Roll-out and update must not synchronize the host with the GPU:
 ``torch.cuda.set_sync_debug_mode("error")`` turns any synchronizing call (``.item()``,

@@ -513,14 +513,38 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
                      last_phase);                                                           \
   }
 
+// The backend builds only the kernel it launches (-DTAG_ONLY -DTAG_ONLY_<suffix>): a first
+// use compiles one of these eleven, not all. Without TAG_ONLY, all of them.
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_full)
 TAG_KERNEL(full, 0, false)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k4)
 TAG_KERNEL(k4, 4, false)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k8)
 TAG_KERNEL(k8, 8, false)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k10)
 TAG_KERNEL(k10, 10, false)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k16)
 TAG_KERNEL(k16, 16, false)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k32)
 TAG_KERNEL(k32, TAG_MAX_OBSERVED, false)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k4_wide)
 TAG_KERNEL(k4_wide, 4, true)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k8_wide)
 TAG_KERNEL(k8_wide, 8, true)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k10_wide)
 TAG_KERNEL(k10_wide, 10, true)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k16_wide)
 TAG_KERNEL(k16_wide, 16, true)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k32_wide)
 TAG_KERNEL(k32_wide, TAG_MAX_OBSERVED, true)
+#endif

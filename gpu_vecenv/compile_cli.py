@@ -34,11 +34,18 @@ class Job:
 
 
 def env_jobs() -> list[Job]:
-    """Every env kernel file of the package."""
+    """Every env kernel file of the package (``tag.cu`` kernel by kernel, as the Tag
+    backend builds it)."""
     from gpu_vecenv.backends.compiler import CUDA_SRC
+    from gpu_vecenv.tag_cuda import TAG_KERNELS, kernel_flags
 
-    return [Job(p.stem, f"{p.name}") for p in sorted(CUDA_SRC.glob("*.cu"))
-            if p.stem != "ppo_mlp"]
+    jobs = []
+    for path in sorted(CUDA_SRC.glob("*.cu")):
+        if path.stem == "tag":
+            jobs += [Job("tag", f"tag.cu [{k}]", kernel_flags(k)) for k in TAG_KERNELS]
+        elif path.stem != "ppo_mlp":
+            jobs.append(Job(path.stem, path.name))
+    return jobs
 
 
 def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:

@@ -62,6 +62,21 @@ def _grid_consts(p) -> list:
     return [int(v) for v in ints] + [f32(v) for v in floats] + [0]
 
 
+TAG_KERNELS = tuple(f"tag_run_{suffix}" for suffix in (
+    "full", "k4", "k8", "k10", "k16", "k32", "k4_wide", "k8_wide", "k10_wide", "k16_wide",
+    "k32_wide"))
+"""Every kernel of ``tag.cu`` (``tag_grid.cu`` has one, ``tag_grid_run``)."""
+
+
+def kernel_flags(kernel: str) -> tuple[str, ...]:
+    """The ``-D`` flags that build only ``kernel`` of its file: ``tag.cu`` holds eleven
+    variants of one template, and compiling all of them made a first Tag env wait 26 s
+    (NVRTC on the H200 machine) for the one it launches."""
+    if kernel in TAG_KERNELS:
+        return ("-DTAG_ONLY", f"-DTAG_ONLY_{kernel.removeprefix('tag_run_')}")
+    return ()
+
+
 def _kernel_name(name: str, p, blocks: int, device: torch.device) -> str:
     """``tag_run_full``, ``tag_run_k<kMax>[_wide]`` (partial, K <= kMax) or ``tag_grid_run``.
     The wide scan pays off when the launch has too few blocks to fill the GPU."""
@@ -119,9 +134,10 @@ class TagCudaBackend:
         buffers = [b.seed, b.rng_counter, b.pending, b.invalid_action, b.error_count, *extra]
         head = (*consts, *(t.data_ptr() for t in state), *(t.data_ptr() for t in buffers))
         consts_fmt = "".join("f" if isinstance(v, np.floating) else "i" for v in consts)
-        self._fn = Kernel(load_module(name, self._device_index),
-                          _kernel_name(name, p, G * self.blocks_per_game, self.device),
-                          consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP"
+        kernel = _kernel_name(name, p, G * self.blocks_per_game, self.device)
+        self._fn = Kernel(load_module(name, self._device_index,
+                                      extra_flags=kernel_flags(kernel)),
+                          kernel, consts_fmt + "P" * (len(state) + len(buffers)) + "P" * 6 + "PP"
                           + "iiii", fixed=head)
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)

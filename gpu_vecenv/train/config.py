@@ -58,9 +58,9 @@ class TrainerConfig:
     fused_kernels: bool | None = None
     """PPO with fused CUDA kernels (roll-out sampling, values, GAE and the minibatch
     forward/loss/backward/clip in a few launches): null = wherever possible (CUDA device
-    with the kernels' compiler, PPO, 1-4 hidden layers of tanh/relu/elu, a network whose weights and gradients
-    fit in a block's shared memory, e.g. 64x64), true = required (error if not possible),
-    false = torch ops and autograd"""
+    where the kernels compile, PPO, 1-4 hidden layers of tanh/relu/elu, a network whose
+    weights and gradients fit in a block's shared memory, e.g. 64x64), true = required
+    (error if not possible), false = torch ops and autograd"""
 
 
 @dataclass

@@ -11,23 +11,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --fo
 echo "== cold cache: first make_vec (each in a fresh process and an empty cache)"
 export GPU_VECENV_CACHE_DIR=/tmp/gv_cold_cache
 rm -rf "$GPU_VECENV_CACHE_DIR"
-for spec in "GPUCartPole-v1 1048576" "GPUTag-v0 2000" "GPUCartPole-v1 1048576"; do
-  set -- $spec
-  python3 - "$1" "$2" <<'PY'
-import sys, time
-t0 = time.perf_counter()
-import gymnasium as gym
-import torch
-t1 = time.perf_counter()
-torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
-t2 = time.perf_counter()
-env = gym.make_vec(sys.argv[1], num_envs=int(sys.argv[2]))
-env.reset(seed=0); torch.cuda.synchronize()
-t3 = time.perf_counter()
-print(f"{sys.argv[1]} x {sys.argv[2]}: backend {env.unwrapped.backend_name}; imports "
-      f"{t1 - t0:.2f} s, CUDA start {t2 - t1:.2f} s, make_vec + reset {t3 - t2:.2f} s")
-PY
-done
+python3 scripts/first_make_vec.py GPUCartPole-v1 1048576
+python3 scripts/first_make_vec.py GPUTag-v0 2000
+python3 scripts/first_make_vec.py GPUTag-v0 2000 '{"preset": "warpdrive_training"}'
+python3 scripts/first_make_vec.py GPUCartPole-v1 1048576  # now from the cache
 echo "== compile every shipped kernel (warms the cache for the test processes)"
 gpu-vecenv compile -j 16 2>&1 | tail -4
 echo "== GPU tests"

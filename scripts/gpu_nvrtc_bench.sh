@@ -11,9 +11,10 @@ mkdir -p "$out"
 stages="${STAGES:-envs train torch}"
 sizes="${SIZES:-1,1024,16384,262144,1048576,4194304}"
 bench() {  # $1 = before|after, run in the tree to measure
-  for args in "GPUCartPole-v1 1048576" "GPUTag-v0 2000 {\"preset\":\"warpdrive_training\"}"; do
-    eval "GPU_VECENV_CACHE_DIR=/tmp/gv_cold_$1 python3 ${SCRIPTS:-scripts}/first_make_vec.py $args"
-  done
+  local first="${SCRIPTS:-scripts}/first_make_vec.py"
+  GPU_VECENV_CACHE_DIR="/tmp/gv_cold_$1" python3 "$first" GPUCartPole-v1 1048576
+  GPU_VECENV_CACHE_DIR="/tmp/gv_cold_$1" python3 "$first" GPUTag-v0 2000 \
+    '{"preset": "warpdrive_training"}'
   rm -rf "/tmp/gv_cold_$1"
   python3 -m gpu_vecenv.bench --env GPUCartPole-v1 GPUPendulum-v1 --backend cuda \
     --sizes "$sizes" --repeats 3 --json "$out/bench_$1.json" > "$out/bench_$1.log" 2>&1

@@ -7,8 +7,11 @@
 
 The kernel is CartPole's step on 1 env (one block), launched ``--launches`` times in a
 row on torch's current stream; the figure is host wall time per launch (the GPU keeps up:
-the kernel runs in about two microseconds). Also times ``env.step()`` at 1 env with
-``copy=False`` and with ``copy=True`` (calls/s). Median of ``--repeats``.
+the kernel runs in about two microseconds). Each way does what a launch from an env does
+(the current-device check, torch's stream, packing). The ways take turns, ``--rounds``
+times (host timings on a shared VM drift by tens of percent between runs: only
+interleaved medians compare); also ``env.step()`` at 1 env with ``copy=False`` and
+``copy=True`` (calls/s).
 
     python scripts/bench_launch.py [--json out.json]
 """
@@ -28,23 +31,20 @@ from gpu_vecenv.backends.launch import current_raw_stream
 from gpu_vecenv.registration import make_vec
 
 
-def per_call_us(fn, count: int, repeats: int) -> float:
+def per_call_us(fn, count: int) -> float:
     fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(count):
-            fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / count * 1e6)
-    return statistics.median(times)
+    start = time.perf_counter()
+    for _ in range(count):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / count * 1e6
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=20_000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
@@ -59,10 +59,22 @@ def main() -> None:
     tail = (action.data_ptr(), obs.data_ptr(), reward.data_ptr(), flags[:1].data_ptr(),
             flags[1:].data_ptr(), 0, 1, 500, 0)
     grid, block = backend._grid, backend._block
-    results: dict[str, float] = {}
+    ways = {"ctypes Kernel (the envs')": lambda: kernel(grid, block, tail)}
+    index = torch.cuda.current_device()
 
-    results["ctypes Kernel"] = per_call_us(lambda: kernel(grid, block, tail), args.launches,
-                                           args.repeats)
+    with_argtypes = ctypes.CDLL("libcuda.so.1")["cuLaunchKernel"]
+    vp, u = ctypes.c_void_p, ctypes.c_uint
+    with_argtypes.argtypes = [vp, u, u, u, u, u, u, u, vp, ctypes.POINTER(vp),
+                              ctypes.POINTER(vp)]
+
+    def ctypes_argtypes():
+        if torch.cuda.current_device() != index:
+            raise RuntimeError
+        kernel._struct.pack_into(kernel._buffer, kernel._offset, *tail)
+        with_argtypes(kernel._function, *grid, *block, 0, current_raw_stream(index), None,
+                      kernel._extra)
+
+    ways["ctypes, argtypes declared"] = ctypes_argtypes
 
     # The full argument list, as PyCUDA and cuda.bindings take it.
     from gpu_vecenv.backends.cuda import binding_for
@@ -84,51 +96,62 @@ def main() -> None:
         import pycuda.autoprimaryctx  # noqa: F401
         import pycuda.driver as cuda
     except ImportError:
-        results["pycuda prepared_async_call"] = float("nan")
+        print("pycuda: not installed")
     else:
         function = cuda.module_from_buffer(image).get_function("cartpole_step")
         function.prepare(full_format)
-        results["pycuda prepared_async_call"] = per_call_us(
-            lambda: function.prepared_async_call(grid, block, None, *full_args), args.launches,
-            args.repeats)
+
+        def pycuda_launch():  # as the envs launched before (default stream: PyCUDA)
+            if torch.cuda.current_device() != index:
+                raise RuntimeError
+            if current_raw_stream(index) == 0:
+                function.prepared_async_call(grid, block, None, *full_args)
+
+        ways["pycuda prepared_async_call"] = pycuda_launch
 
     try:
         from cuda.bindings import driver as cbd
     except ImportError:
-        results["cuda.bindings cuLaunchKernel"] = float("nan")
+        print("cuda.bindings: not installed")
     else:
         err, module = cbd.cuModuleLoadData(image)
         assert err == cbd.CUresult.CUDA_SUCCESS, err
         err, function = cbd.cuModuleGetFunction(module, b"cartpole_step")
         assert err == cbd.CUresult.CUDA_SUCCESS, err
+        # The same packed-buffer argument passing as the ctypes path (``extra``).
         buffer = ctypes.create_string_buffer(packed, len(packed))
-        offsets = [struct.calcsize(full_format[:k] + "0" + full_format[k])
-                   for k in range(len(full_format))]
-        pointers = (ctypes.c_void_p * len(offsets))(
-            *(ctypes.addressof(buffer) + o for o in offsets))
+        size = ctypes.c_size_t(len(packed))
+        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
         shape = struct.Struct(full_format)
-        address = ctypes.addressof(pointers)
+        address = ctypes.addressof(extra)
 
-        def launch():
+        def bindings_launch():
+            if torch.cuda.current_device() != index:
+                raise RuntimeError
             shape.pack_into(buffer, 0, *full_args)
-            cbd.cuLaunchKernel(function, *grid, *block, 0,
-                               current_raw_stream(torch.cuda.current_device()), address, 0)
+            cbd.cuLaunchKernel(function, *grid, *block, 0, current_raw_stream(index), 0,
+                               address)
 
-        results["cuda.bindings cuLaunchKernel"] = per_call_us(launch, args.launches,
-                                                              args.repeats)
+        ways["cuda.bindings cuLaunchKernel"] = bindings_launch
 
     for copy in (False, True):
         env_1 = make_vec("GPUCartPole-v1", 1, device="cuda", backend="cuda", copy=copy)
         env_1.reset(seed=0)
-        us = per_call_us(lambda e=env_1: e.step(action), args.launches // 4, args.repeats)
-        results[f"env.step() copy={copy}"] = us
-    width = max(map(len, results))
-    for name, us in results.items():
-        print(f"{name:{width}s} {us:7.2f} us/call  {1e6 / us:>10,.0f} calls/s")
+        ways[f"env.step() copy={copy}"] = lambda e=env_1: e.step(action)
+    samples: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(args.rounds):
+        for name, fn in ways.items():
+            count = args.launches // 4 if name.startswith("env") else args.launches
+            samples[name].append(per_call_us(fn, count))
+    results = {}
+    for name, values in samples.items():
+        results[name] = statistics.median(values)
+        print(f"{name:30s} median {results[name]:6.2f} us/call ({1e6 / results[name]:>9,.0f}"
+              f" calls/s), min {min(values):6.2f}, max {max(values):6.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "us_per_call": results,
-                       "launches": args.launches, "repeats": args.repeats}, f, indent=1)
+                       "samples": samples, "launches": args.launches}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -103,12 +103,14 @@ def main() -> None:
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--case", default=None, help="run only this case, e.g. 'tag 1x5'")
+    parser.add_argument("--case", default=None,
+                        help="run only these cases, comma-separated, e.g. 'tag 1x5,grid 1x5'")
     parser.add_argument("--cprofile", action="store_true", help="cProfile the step() calls")
     args = parser.parse_args()
     device = torch.device(args.device)
     if args.case:
-        CASES[:] = [c for c in CASES if c[0] == args.case]
+        wanted = args.case.split(",")
+        CASES[:] = [c for c in CASES if c[0] in wanted]
     if args.cprofile:
         import cProfile
         import pstats

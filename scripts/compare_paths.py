@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Print the NVRTC path's benchmark figures against the nvcc + PyCUDA path's, point by
-point, from the JSON files scripts/gpu_nvrtc_bench.sh writes (same call, same GPU).
+point, from the JSON files scripts/gpu_nvrtc_bench.sh writes (same call, same GPU). Where
+a point was measured in several rounds (``*_r<k>.json``), each side's median is used.
 
     python scripts/compare_paths.py OUT_DIR
 """
@@ -8,43 +9,60 @@ point, from the JSON files scripts/gpu_nvrtc_bench.sh writes (same call, same GP
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
 
-def _load(path: Path):
-    return json.loads(path.read_text()) if path.is_file() else None
+def _points(out: Path, pattern: str, rows) -> dict[str, list[float]]:
+    points: dict[str, list[float]] = {}
+    for path in sorted(out.glob(pattern)):
+        for key, value in rows(json.loads(path.read_text())):
+            points.setdefault(key, []).append(value)
+    return points
 
 
 def _table(title: str, before: dict, after: dict) -> list[float]:
-    print(f"\n{title}\n{'point':42s} {'nvcc+PyCUDA':>14s} {'NVRTC':>14s} {'ratio':>7s}")
+    print(f"\n{title}\n{'point':40s} {'nvcc+PyCUDA':>14s} {'NVRTC':>14s} {'ratio':>6s}  runs")
     ratios = []
     for key in before:
         if key in after:
-            ratio = after[key] / before[key]
-            ratios.append(ratio)
-            print(f"{key:42s} {before[key]:14,.0f} {after[key]:14,.0f} {ratio:7.3f}")
+            b, a = statistics.median(before[key]), statistics.median(after[key])
+            ratios.append(a / b)
+            print(f"{key:40s} {b:14,.0f} {a:14,.0f} {a / b:6.3f}  "
+                  f"{len(before[key])}/{len(after[key])}")
     return ratios
+
+
+def _env_rows(data):
+    for r in data["results"]:
+        if r["backend"] == "cuda":
+            yield f"{r['env']} {r['num_envs']:>8d} envs", r["env_steps_per_s"]
+
+
+def _tag_rows(data):
+    for r in data["rows"]:
+        yield r["case"], r["env_steps_per_s"]
+
+
+def _train_rows(data):
+    for r in data["results"]:
+        if r["mode"] == "throughput":
+            yield f"PPO {r['num_envs']} envs", r["env_steps_per_second"]
 
 
 def main(out: Path) -> int:
     ratios = []
-    pair = _load(out / "bench_before.json"), _load(out / "bench_after.json")
-    if all(pair):
-        before, after = ({f"{r['env']} {r['num_envs']:>8d} envs": r["env_steps_per_s"]
-                          for r in d["results"] if r["backend"] == "cuda"} for d in pair)
-        ratios += _table("env-steps/s (gpu-vecenv bench, copy=False)", before, after)
-    pair = _load(out / "bench_tag_before.json"), _load(out / "bench_tag_after.json")
-    if all(pair):
-        before, after = ({r["case"]: r["env_steps_per_s"] for r in d["rows"]} for d in pair)
-        ratios += _table("game-steps/s (scripts/bench_tag.py)", before, after)
-    pair = _load(out / "bench_train_before.json"), _load(out / "bench_train_after.json")
-    if all(pair):
-        before, after = ({f"PPO {r['num_envs']} envs ({r['mode']})": r["env_steps_per_second"]
-                          for r in d["results"] if r["mode"] == "throughput"} for d in pair)
-        _table("PPO env-steps/s (scripts/bench_train.py)", before, after)
-        for d, name in zip(pair, ("nvcc+PyCUDA", "NVRTC"), strict=True):
-            for r in d["results"]:
+    for title, stem, rows in (("env-steps/s (gpu-vecenv bench, copy=False)", "bench", _env_rows),
+                              ("game-steps/s (scripts/bench_tag.py)", "bench_tag", _tag_rows)):
+        ratios += _table(title, _points(out, f"{stem}_before*.json", rows),
+                         _points(out, f"{stem}_after*.json", rows))
+    _table("PPO env-steps/s (scripts/bench_train.py)",
+           _points(out, "bench_train_before*.json", _train_rows),
+           _points(out, "bench_train_after*.json", _train_rows))
+    for side, name in (("before", "nvcc+PyCUDA"), ("after", "NVRTC")):
+        for path in out.glob(f"bench_train_{side}*.json"):
+            for r in json.loads(path.read_text())["results"]:
                 if r["mode"] == "time_to_475":
                     print(f"{name}: {r['num_envs']} envs reached 475 "
                           f"{r['seconds_since_process_start']:.2f} s after process start")

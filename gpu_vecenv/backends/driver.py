@@ -31,8 +31,6 @@ _SIGNATURES = {
                              ctypes.c_char_p],
     "cuMemcpyDtoH_v2": [_vp, _vp, ctypes.c_size_t],
     "cuFuncSetAttribute": [_vp, _int, _int],
-    "cuLaunchKernel": [_vp, _uint, _uint, _uint, _uint, _uint, _uint, _uint, _vp,
-                       ctypes.POINTER(_vp), ctypes.POINTER(_vp)],
     "cuGetErrorName": [_int, ctypes.POINTER(ctypes.c_char_p)],
     "cuGetErrorString": [_int, ctypes.POINTER(ctypes.c_char_p)],
 }

@@ -43,7 +43,7 @@ for side in before after; do
   export GPU_VECENV_CACHE_DIR=/tmp/gv_cold_$side  # empty: a first use compiles
   run python3 "$here/scripts/first_make_vec.py" GPUCartPole-v1 1048576
   run python3 "$here/scripts/first_make_vec.py" GPUTag-v0 2000 '{"preset": "warpdrive_training"}'
-  use $side > /dev/null  # back to the side's warm cache
+  export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_$side  # back to the side's warm cache
   if [[ $stages == *large* ]]; then
     classic $side 262144,1048576,4194304 _large
     tag $side "tag 2000x105,tag 200x1000,tag 1x16384" _large

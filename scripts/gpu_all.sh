@@ -1,5 +1,6 @@
 #!/bin/bash
-# The whole GPU check in one call (a CUDA machine with PyCUDA, pytest-xdist and the test extras): every `-m gpu` test (in parallel
+# The whole GPU check in one call (a CUDA machine with pytest-xdist and the test extras):
+# every `-m gpu` test (in parallel
 # processes), compute-sanitizer over the classic kernels (Tag's run inside its tests), and
 # the benchmarks of the envs, the trainer (CUDA graphs; scripts/gpu_trainer.sh compares
 # with eager and trains Tag) and the adapters. Results go to $1.
@@ -8,16 +9,7 @@ out="${1:-gpu_all}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 echo "== compile every kernel once (warms the cache for the test processes)"
-python3 - <<'PY'
-from concurrent.futures import ThreadPoolExecutor
-import torch
-from gpu_vecenv.backends.compiler import CUDA_SRC, compile_cubin
-cap = torch.cuda.get_device_capability()
-names = sorted(p.stem for p in CUDA_SRC.glob("*.cu"))
-with ThreadPoolExecutor(len(names)) as pool:
-    list(pool.map(lambda n: compile_cubin(n, cap), names))
-print("compiled", names)
-PY
+gpu-vecenv compile -j 16 | tail -3
 echo "== GPU tests"
 timeout "${TEST_TIMEOUT:-230}" python3 -m pytest -m gpu tests -q -n "${WORKERS:-12}" -rfE \
   -p no:cacheprovider > "$out/gpu_tests.log" 2>&1

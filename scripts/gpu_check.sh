@@ -1,5 +1,5 @@
 #!/bin/bash
-# The whole GPU check of the CUDA backend in one go (on a CUDA machine with PyCUDA):
+# The whole GPU check of the CUDA backend in one go (on a CUDA machine):
 # GPU tests, compute-sanitizer, and a benchmark. Logs and JSON go to $1 (default: gpu_check/).
 #   bash scripts/gpu_check.sh OUT_DIR
 out="${1:-gpu_check}"

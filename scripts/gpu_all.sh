@@ -1,7 +1,7 @@
 #!/bin/bash
 # The whole GPU check in one call (a CUDA machine with pytest-xdist and the test extras):
-# every `-m gpu` test (in parallel processes), compute-sanitizer over the classic kernels (Tag's run inside its tests), and
-# the benchmarks of the envs, the trainer (CUDA graphs; scripts/gpu_trainer.sh compares
+# scripts/gpu_tests.sh (every `-m gpu` test, compute-sanitizer), then the benchmarks of the
+# envs, the trainer (CUDA graphs; scripts/gpu_trainer.sh compares
 # with eager and trains Tag) and the adapters. Results go to $1.
 #   bash scripts/gpu_all.sh OUT_DIR
 out="${1:-gpu_all}"

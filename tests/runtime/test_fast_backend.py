@@ -85,17 +85,18 @@ def _actions(env: GpuVectorEnv, gen: torch.Generator, invalid: float) -> torch.T
     return action
 
 
-def _pair(definition, n, mode, limit):
+def _pair(definition, n, mode, limit, device="cpu"):
     """The same env twice, on the torch backend (tests swap the second one's backend)."""
-    return [GpuVectorEnv(definition, n, device="cpu", backend="torch", autoreset_mode=mode,
+    return [GpuVectorEnv(definition, n, device=device, backend="torch", autoreset_mode=mode,
                          max_episode_steps=limit, strict=False, copy=False) for _ in range(2)]
 
 
 def _run_pair(new: GpuVectorEnv, other: GpuVectorEnv, steps: int, seed: int,
               invalid: float = 0.1, resets: bool = True) -> None:
-    """Drive both envs' backends with the same actions, resets and reseeds; compare all."""
+    """Drive both envs' backends with the same actions, resets and reseeds; compare all.
+    Random numbers come from a CPU generator, so every device sees the same roll-out."""
     gen = torch.Generator().manual_seed(seed)
-    n = new.num_envs
+    n, device = new.num_envs, new.device
     seeds = [0, 2**64 - 1, 2**63, 2**32 - 1, 2**32] + [int(s) for s in
                                                        torch.randint(0, 2**62, (n,), generator=gen)]
     for env in (new, other):
@@ -109,13 +110,13 @@ def _run_pair(new: GpuVectorEnv, other: GpuVectorEnv, steps: int, seed: int,
                        "autoreset_pending": pending})
     _assert_same(new, other, "after reset", outputs=("obs",))
     for t in range(steps):
-        action = _actions(new, gen, invalid)
+        action = _actions(new, gen, invalid).to(device)
         for env in (new, other):
             env.backend.step(new.actions.convert(action), env._outputs)
         _assert_same(new, other, f"step {t}")
         if resets and t % 7 == 3:
-            mask = torch.rand(n, generator=gen) < 0.3
-            fresh = torch.randint(-(2**63), 2**63 - 1, (n,), generator=gen)
+            mask = (torch.rand(n, generator=gen) < 0.3).to(device)
+            fresh = torch.randint(-(2**63), 2**63 - 1, (n,), generator=gen).to(device)
             for env in (new, other):
                 b = env.buffers
                 if t % 21 == 3:  # reseed some envs, as reset(seed=[...], options=mask) does
@@ -170,6 +171,10 @@ def test_philox_equals_the_frozen_philox_on_arbitrary_words():
     want = frozen.philox4x32(tuple(counter), tuple(key))
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
+    for i in range(0, 4006, 97):  # the textbook form on Python ints
+        ints = seeding.philox4x32_ints(tuple(int(c[i]) for c in counter),
+                                       tuple(int(k[i]) for k in key))
+        assert list(ints) == [int(w[i]) for w in want]
     # Broadcasting and int keys, as before.
     got = seeding.philox4x32((counter[0][:, None], counter[1][:5], torch.tensor(3),
                               torch.tensor(0)), (7, 2**32 - 1))
@@ -179,10 +184,10 @@ def test_philox_equals_the_frozen_philox_on_arbitrary_words():
         assert g.shape == (4006, 5) and torch.equal(g, w)
 
 
+@pytest.mark.parametrize("n", [1, 7, 500])  # small draws run on Python ints (HOST_DRAW_BLOCKS)
 @pytest.mark.parametrize("num_words", [1, 2, 3, 4, 5, 8, 13])
-def test_random_words_equal_the_frozen_ones(num_words):
-    gen = torch.Generator().manual_seed(num_words)
-    n = 500
+def test_random_words_equal_the_frozen_ones(num_words, n):
+    gen = torch.Generator().manual_seed(num_words * 1000 + n)
     seed = torch.randint(-(2**63), 2**63 - 1, (n,), generator=gen)
     index = torch.randint(0, 2**31, (n,), generator=gen)
     counter = torch.randint(0, 2**45, (n,), generator=gen)
@@ -192,6 +197,10 @@ def test_random_words_equal_the_frozen_ones(num_words):
         assert got.shape == (n, num_words) and torch.equal(got, want)
         assert torch.equal(_bits(seeding.random_uniform(seed, index, counter, num_words, stream)),
                            _bits(frozen.random_uniform(seed, index, counter, num_words, stream)))
+    # Both ways of drawing, whatever the size.
+    constants = seeding._device_constants(seed.device)
+    assert torch.equal(seeding._words(seed, index, counter, num_words, 5, constants),
+                       seeding._words_from_ints(seed, index, counter, num_words, 5))
     compiled = seeding.compiled_random_uniform(seed, index, counter, num_words)
     assert torch.equal(_bits(compiled), _bits(frozen.random_uniform(seed, index, counter,
                                                                     num_words)))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.runtime
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # for tests.runtime
 
 from gpu_vecenv.registration import make_vec  # noqa: E402
 

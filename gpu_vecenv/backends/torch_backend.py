@@ -32,6 +32,11 @@ from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.definition import State
 
 
+def _as(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor.to(dtype)``, without the call's cost when it is a no-op (most of the time)."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
 class TorchBackend:
     """Implements ``reset`` and ``step`` on the tensors of a :class:`BackendContext`.
 
@@ -64,7 +69,7 @@ class TorchBackend:
 
     def _stacked(self, names: tuple[str, ...], state: State, dtype: torch.dtype) -> torch.Tensor:
         """The fields ``names`` of ``state`` as the rows of one ``(fields, rows)`` tensor."""
-        return torch.stack([state[name].to(dtype) for name in names])
+        return torch.stack([_as(state[name], dtype) for name in names])
 
     def _reset_where(self, mask: torch.Tensor | None) -> None:
         """Draw fresh initial states for the envs in ``mask`` ((n,) bool; all if None) and
@@ -141,7 +146,7 @@ class TorchBackend:
         for names, block in self._blocks:
             torch.where(stepping, self._stacked(names, new_state, block.dtype), block, out=block)
         b.elapsed.add_(stepping)
-        torch.where(stepping, reward.to(torch.float32), self._zero, out=out.reward)
+        torch.where(stepping, _as(reward, torch.float32), self._zero, out=out.reward)
         torch.logical_and(terminated, stepping, out=out.terminated)
         if ctx.max_episode_steps is None:
             out.truncated.zero_()

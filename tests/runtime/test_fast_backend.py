@@ -125,13 +125,22 @@ def _run_pair(new: GpuVectorEnv, other: GpuVectorEnv, steps: int, seed: int,
             _assert_same(new, other, f"reset after step {t}", outputs=("obs",))
 
 
+@pytest.fixture(params=["host", "torch"])
+def draws(request, monkeypatch):
+    """Small CPU draws run on Python ints; "torch" makes every draw use torch ops, as on
+    a GPU."""
+    if request.param == "torch":
+        monkeypatch.setattr(seeding, "HOST_DRAW_BLOCKS", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 @pytest.mark.parametrize("name", list(ENVS))
-def test_backend_matches_the_frozen_backend(name, mode):
+def test_backend_matches_the_frozen_backend(name, mode, draws):
     # Short limits so that every env truncates and resets many times.
     new, old = _pair(ENVS[name], 37, mode, limit=23)
     old.backend = frozen.FrozenTorchBackend(old._ctx)
-    _run_pair(new, old, steps=300, seed=sum(map(ord, name)) + MODES.index(mode))
+    _run_pair(new, old, steps=200, seed=sum(map(ord, name)) + MODES.index(mode))
 
 
 @pytest.mark.parametrize("n", [1, 5])
@@ -144,9 +153,10 @@ def test_backend_matches_the_frozen_backend_long_cartpole(n):
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 @pytest.mark.parametrize("name", [*CLASSIC, "mixed"])
-def test_dense_draws_equal_compact_draws(name, mode):
+def test_dense_draws_equal_compact_draws(name, mode, monkeypatch):
     """While a CUDA graph is captured every env draws and ``where`` selects; that path
     (forced here on the CPU) must give the bits of drawing only for the resetting envs."""
+    monkeypatch.setattr(seeding, "HOST_DRAW_BLOCKS", 0)  # torch ops, as on a GPU
     compact, dense = _pair(ENVS[name], 29, mode, limit=11)
     dense.backend._draws_for_all = lambda: True
     _run_pair(compact, dense, steps=120, seed=7)
@@ -155,7 +165,7 @@ def test_dense_draws_equal_compact_draws(name, mode):
 @pytest.mark.parametrize("name", ["cartpole", "pendulum", "mountain_car"])
 def test_compiled_draws_equal_eager(name):
     """``torch_compile=True`` (a compiled Philox) gives the eager bits."""
-    eager, compiled = _pair(CLASSIC[name], 33, AutoresetMode.SAME_STEP, limit=9)
+    eager, compiled = _pair(CLASSIC[name], 300, AutoresetMode.SAME_STEP, limit=9)
     compiled.backend = TorchBackend(compiled._ctx, compile=True)
     _run_pair(compiled, eager, steps=60, seed=3)
 

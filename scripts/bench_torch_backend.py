@@ -25,6 +25,7 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # for tests.runtime
 
+import gpu_vecenv  # noqa: E402
 from gpu_vecenv.registration import make_vec  # noqa: E402
 
 ENV_IDS = {"cartpole": "GPUCartPole-v1", "pendulum": "GPUPendulum-v1"}
@@ -108,7 +109,8 @@ def main() -> None:
         variants.append(("new", True))
 
     print(f"torch {torch.__version__} on {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+          + f"; gpu_vecenv from {Path(gpu_vecenv.__file__).parent}")
     print(f"{'env':<16}{'num_envs':>9}  {'impl':<13}{'copy':<6}{'us/step':>10}"
           f"{'env-steps/s':>13}")
     results = []

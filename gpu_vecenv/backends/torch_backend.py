@@ -104,10 +104,11 @@ class TorchBackend:
         counter = b.rng_counter[rows]
         u = self._random_uniform(b.seed[rows], rows, counter, self._num_draws)
         fresh = ctx.definition.reset(ctx.params, u)
+        # Indexed assignment (index_put_): index_copy_ has had silent errors on MPS.
         for names, block in self._blocks:
-            block.index_copy_(1, rows, self._stacked(names, fresh, block.dtype))
-        b.elapsed.index_fill_(0, rows, 0)
-        b.rng_counter.index_copy_(0, rows, counter + 1)
+            block[:, rows] = self._stacked(names, fresh, block.dtype)
+        b.elapsed[rows] = 0
+        b.rng_counter[rows] = counter + 1
 
     def observe(self, out: torch.Tensor) -> None:
         """Write the observation of every env into ``out`` ((n, obs_dim) float32)."""

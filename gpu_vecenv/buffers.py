@@ -16,6 +16,9 @@ class EnvBuffers:
     Shapes, ``n`` = number of envs:
 
     - ``state``: one ``(n,)`` tensor per state field of the env definition;
+    - ``state_blocks``: the same memory by dtype: the fields of one dtype (in
+      ``state_fields`` order) are the rows of one ``(fields, n)`` tensor, so a backend can
+      update a whole state with one op;
     - ``elapsed``: ``(n,)`` int32, steps taken in the current episode;
     - ``rng_counter``: ``(n,)`` int64, draws (resets) taken from the env's RNG stream;
     - ``seed``: ``(n,)`` int64, the 64-bit seed of each env (two's complement);
@@ -27,6 +30,7 @@ class EnvBuffers:
     """
 
     state: dict[str, torch.Tensor]
+    state_blocks: dict[torch.dtype, torch.Tensor]
     elapsed: torch.Tensor
     rng_counter: torch.Tensor
     seed: torch.Tensor
@@ -36,9 +40,15 @@ class EnvBuffers:
 
     @classmethod
     def allocate(cls, definition: EnvDefinition, n: int, device: torch.device) -> EnvBuffers:
+        fields = definition.state_fields
+        blocks, rows = {}, {}
+        for dtype in dict.fromkeys(f.dtype for f in fields):
+            names = [f.name for f in fields if f.dtype == dtype]
+            blocks[dtype] = torch.zeros((len(names), n), dtype=dtype, device=device)
+            rows.update(zip(names, blocks[dtype].unbind(0), strict=True))  # views
         return cls(
-            state={f.name: torch.zeros(n, dtype=f.dtype, device=device)
-                   for f in definition.state_fields},
+            state={f.name: rows[f.name] for f in fields},
+            state_blocks=blocks,
             elapsed=torch.zeros(n, dtype=torch.int32, device=device),
             rng_counter=torch.zeros(n, dtype=torch.int64, device=device),
             seed=torch.zeros(n, dtype=torch.int64, device=device),

@@ -10,7 +10,8 @@ Shapes, with ``n`` the number of envs in the batch:
 - ``state``: ``dict[str, Tensor]``, one ``(n,)`` tensor per field of ``state_fields``
   (structure of arrays, so a kernel thread per env reads neighbouring addresses);
 - ``reset(params, u) -> state`` with ``u`` the ``(n, num_reset_draws(params))`` float32
-  uniforms in ``[0, 1)`` of :mod:`gpu_vecenv.seeding`;
+  uniforms in ``[0, 1)`` of :mod:`gpu_vecenv.seeding`; row ``i`` of the state depends on
+  row ``i`` of ``u`` only (the torch backend passes just the rows of the envs that reset);
 - ``step(params, state, action) -> (state, reward (n,) float32, terminated (n,) bool)``,
   where ``action`` is ``(n,)`` int64 for Discrete or ``(n, act_dim)`` float32 for Box and
   already known valid (in range, finite);

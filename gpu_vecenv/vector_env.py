@@ -73,6 +73,9 @@ class GpuVectorEnv(gym.vector.VectorEnv):
             stable addresses for CUDA graphs, but keep ``clone()``s of what you store.
         render_mode: ``None`` or ``"rgb_array"``.
         render_env_indices: which envs ``render()`` draws (default: env 0).
+        torch_compile: the torch backend draws initial states with a ``torch.compile``d
+            Philox (same bits, fewer launches; compiles on first use). Ignored by the
+            CUDA kernels.
         **params: fields of the env's params dataclass.
     """
 
@@ -89,6 +92,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         copy: bool = True,
         render_mode: str | None = None,
         render_env_indices: tuple[int, ...] = (0,),
+        torch_compile: bool = False,
         **params: Any,
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
@@ -114,6 +118,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.strict = (self.device.type == "cpu") if strict is None else bool(strict)
         self.copy = bool(copy)
+        self.torch_compile = bool(torch_compile)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
@@ -159,7 +164,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
             return CudaBackend(self._ctx)
         from gpu_vecenv.backends.torch_backend import TorchBackend
 
-        return TorchBackend(self._ctx)
+        return TorchBackend(self._ctx, compile=self.torch_compile)
 
     # -- spaces (batched lazily: a Box of 4M rows costs host memory and time) --
 

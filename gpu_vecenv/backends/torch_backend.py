@@ -1,8 +1,25 @@
 """The torch backend: the env's reference functions, batched, on any torch device.
 
-This is both the CPU fallback and the oracle the CUDA kernels are tested against, so it
-is written for clarity: every env computes every branch and ``torch.where`` selects, so
-the control flow never depends on tensor values (no host synchronization on a GPU).
+It is the fallback wherever the kernels do not run (CPU, Apple MPS, ROCm, no PyCUDA) and
+the oracle the CUDA kernels are tested against, so it is written to be read; it is also
+kept cheap, because on a GPU its time goes mostly to launching small ops:
+
+- every env computes the env's step and ``torch.where`` keeps it where the env steps, so
+  the step itself never branches on tensor values;
+- the state fields of one dtype are the rows of one tensor
+  (:attr:`~gpu_vecenv.buffers.EnvBuffers.state_blocks`), written with one op, and the
+  outputs are written in place (``out=``);
+- initial states are drawn only for the envs that reset (:meth:`TorchBackend._reset_where`);
+- ``compile=True`` runs the Philox draws through ``torch.compile``
+  (:func:`gpu_vecenv.seeding.compiled_random_uniform`: integer ops, so the bits cannot
+  change). The float dynamics stay eager: inductor rounds float math differently (it
+  fuses multiply-adds, multiplies by reciprocals of constants, vectorizes sin/cos its own
+  way: on the CPU, torch 2.13, a compiled CartPole step gives other bits for 2.5% of
+  ``x_dot`` and 17% of ``theta_dot`` values), and this backend must reproduce the
+  kernels' bits.
+
+``tests/runtime/test_fast_backend.py`` holds this backend to a frozen copy of the original
+one-``where``-per-field backend, bit for bit, over long random roll-outs.
 """
 
 from __future__ import annotations
@@ -13,28 +30,85 @@ from gymnasium.vector import AutoresetMode
 from gpu_vecenv import seeding
 from gpu_vecenv.backends.base import BackendContext
 from gpu_vecenv.buffers import StepOutputs
+from gpu_vecenv.definition import State
+
+
+def _as(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor.to(dtype)``, without the call's cost when it is a no-op (most of the time)."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
 
 class TorchBackend:
-    """Implements ``reset`` and ``step`` on the tensors of a :class:`BackendContext`."""
+    """Implements ``reset`` and ``step`` on the tensors of a :class:`BackendContext`.
+
+    Args:
+        ctx: the env's buffers and settings.
+        compile: draw initial states with the ``torch.compile``d Philox (same bits; the
+            first draws compile, which takes seconds).
+    """
 
     name = "torch"
 
-    def __init__(self, ctx: BackendContext):
+    def __init__(self, ctx: BackendContext, compile: bool = False):
         self.ctx = ctx
+        self.compile = bool(compile)
         self._index = torch.arange(ctx.num_envs, device=ctx.device, dtype=torch.int64)
+        self._num_draws = ctx.definition.num_reset_draws(ctx.params)
+        self._zero = torch.zeros((), dtype=torch.float32, device=ctx.device)
+        self._random_uniform = (seeding.compiled_random_uniform if self.compile
+                                else seeding.random_uniform)
+        fields = ctx.definition.state_fields
+        self._blocks = [
+            (tuple(f.name for f in fields if f.dtype == dtype), block)
+            for dtype, block in ctx.buffers.state_blocks.items()
+        ]
 
-    def _reset_where(self, mask: torch.Tensor) -> None:
-        """Draw fresh initial states for the envs in ``mask`` ((n,) bool), in place."""
+    def _draws_for_all(self) -> bool:
+        """Whether resets draw for every env and select (while the current CUDA stream is
+        capturing a graph) rather than draw only for the resetting envs."""
+        return self.ctx.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+    def _stacked(self, names: tuple[str, ...], state: State, dtype: torch.dtype) -> torch.Tensor:
+        """The fields ``names`` of ``state`` as the rows of one ``(fields, rows)`` tensor."""
+        return torch.stack([_as(state[name], dtype) for name in names])
+
+    def _reset_where(self, mask: torch.Tensor | None) -> None:
+        """Draw fresh initial states for the envs in ``mask`` ((n,) bool; all if None) and
+        restart their episodes (elapsed 0, RNG counter + 1), in place.
+
+        Only the envs that reset draw. A draw is a pure function of (seed, env index,
+        counter) and an env's ``reset`` maps each row of uniforms to that env's state, so
+        drawing for the selected rows gives the same bits as drawing for every env and
+        selecting, which is what happens while a CUDA graph is being captured (fixed
+        shapes, no syncs allowed there); the tests compare the two paths bit for bit.
+
+        Selecting rows (``torch.nonzero``) has a data-dependent size, so on a GPU it waits
+        for the device once per call. We accept that: with random actions about one
+        CartPole env in 23 resets per step, and drawing for all 1M envs would be ~75 int64
+        ops over 1M x 2 lanes each, while the wait costs little because the step's ~150 small
+        launches keep the host, not the GPU, the bottleneck. On the CPU the branch is free
+        (and small draws run on Python ints, see :data:`gpu_vecenv.seeding.HOST_DRAW_BLOCKS`).
+        """
         ctx, b = self.ctx, self.ctx.buffers
-        draws = ctx.definition.num_reset_draws(ctx.params)
-        u = seeding.random_uniform(b.seed, self._index, b.rng_counter, draws)
+        if mask is not None and self._draws_for_all():
+            u = self._random_uniform(b.seed, self._index, b.rng_counter, self._num_draws)
+            fresh = ctx.definition.reset(ctx.params, u)
+            for names, block in self._blocks:
+                torch.where(mask, self._stacked(names, fresh, block.dtype), block, out=block)
+            b.elapsed.masked_fill_(mask, 0)
+            b.rng_counter.add_(mask)
+            return
+        rows = self._index if mask is None else torch.nonzero(mask).squeeze(1)
+        if rows.numel() == 0:
+            return
+        counter = b.rng_counter[rows]
+        u = self._random_uniform(b.seed[rows], rows, counter, self._num_draws)
         fresh = ctx.definition.reset(ctx.params, u)
-        for name, tensor in b.state.items():
-            tensor.copy_(torch.where(mask, fresh[name].to(tensor.dtype), tensor))
-        b.elapsed.masked_fill_(mask, 0)
-        b.rng_counter.add_(mask.to(torch.int64))
-        b.autoreset_pending.logical_and_(~mask)
+        # Indexed assignment (index_put_): index_copy_ has had silent errors on MPS.
+        for names, block in self._blocks:
+            block[:, rows] = self._stacked(names, fresh, block.dtype)
+        b.elapsed[rows] = 0
+        b.rng_counter[rows] = counter + 1
 
     def observe(self, out: torch.Tensor) -> None:
         """Write the observation of every env into ``out`` ((n, obs_dim) float32)."""
@@ -42,10 +116,13 @@ class TorchBackend:
 
     def reset(self, mask: torch.Tensor | None, obs_out: torch.Tensor) -> None:
         """Reset the envs in ``mask`` (all if None) and write all observations."""
-        if mask is None:
-            mask = torch.ones(self.ctx.num_envs, dtype=torch.bool, device=self.ctx.device)
+        b = self.ctx.buffers
         self._reset_where(mask)
-        self.ctx.buffers.invalid_action.zero_()
+        if mask is None:
+            b.autoreset_pending.zero_()
+        else:
+            b.autoreset_pending.masked_fill_(mask, False)
+        b.invalid_action.zero_()
         self.observe(obs_out)
 
     def step(self, action: torch.Tensor, out: StepOutputs) -> None:
@@ -56,40 +133,38 @@ class TorchBackend:
         flagged in ``buffers.invalid_action`` / ``buffers.error_count``.
         """
         ctx, b = self.ctx, self.ctx.buffers
+        mode = ctx.autoreset_mode
         valid = ctx.actions.valid_mask(action)
         safe_action = ctx.actions.sanitize(action, valid)
-        mode = ctx.autoreset_mode
-        pending = b.autoreset_pending.clone()
+        invalid = torch.logical_not(valid, out=b.invalid_action)
+        b.error_count.add_(invalid.sum(dtype=torch.int32))
+        pending = b.autoreset_pending  # the episode ended on the last step
         if mode == AutoresetMode.NEXT_STEP:
+            resetting = valid & pending  # this step is their reset step
             stepping = valid & ~pending
-            resetting = valid & pending
         else:
             stepping = valid
-            resetting = None
 
         new_state, reward, terminated = ctx.definition.step(ctx.params, b.state, safe_action)
-        elapsed = b.elapsed + 1
+        for names, block in self._blocks:
+            torch.where(stepping, self._stacked(names, new_state, block.dtype), block, out=block)
+        b.elapsed.add_(stepping)
+        torch.where(stepping, _as(reward, torch.float32), self._zero, out=out.reward)
+        torch.logical_and(terminated, stepping, out=out.terminated)
         if ctx.max_episode_steps is None:
-            truncated = torch.zeros_like(terminated)
+            out.truncated.zero_()
         else:
-            truncated = elapsed >= ctx.max_episode_steps
-        for name, tensor in b.state.items():
-            tensor.copy_(torch.where(stepping, new_state[name].to(tensor.dtype), tensor))
-        b.elapsed.copy_(torch.where(stepping, elapsed, b.elapsed))
-        out.reward.copy_(torch.where(stepping, reward, torch.zeros_like(reward)))
-        out.terminated.copy_(terminated & stepping)
-        out.truncated.copy_(truncated & stepping)
+            torch.logical_and(b.elapsed >= ctx.max_episode_steps, stepping, out=out.truncated)
         done = out.terminated | out.truncated
 
         if mode == AutoresetMode.SAME_STEP:
             self.observe(out.final_obs)
             self._reset_where(done)
-            b.autoreset_pending.zero_()
-        elif mode == AutoresetMode.NEXT_STEP:
-            self._reset_where(resetting)
-            b.autoreset_pending.copy_(done | (pending & ~valid))
+            pending.zero_()
         else:
-            b.autoreset_pending.copy_(done | (pending & ~stepping))
+            # Still pending: envs whose invalid action postponed their reset (NEXT_STEP)
+            # or that wait for reset(options=...) (DISABLED).
+            torch.logical_or(done, pending & invalid, out=pending)
+            if mode == AutoresetMode.NEXT_STEP:
+                self._reset_where(resetting)
         self.observe(out.obs)
-        b.invalid_action.copy_(~valid)
-        b.error_count.add_((~valid).sum().to(torch.int32))

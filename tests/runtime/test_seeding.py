@@ -28,6 +28,7 @@ def _philox(counter, key):
 )
 def test_philox_known_answers(counter, key, expected):
     assert _philox(counter, key) == expected
+    assert list(seeding.philox4x32_ints(tuple(counter), tuple(key))) == expected
 
 
 def test_draw_is_a_pure_function_of_seed_index_counter():

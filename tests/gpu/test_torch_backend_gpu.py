@@ -1,0 +1,57 @@
+"""The torch backend on a GPU, where its draws are compacted with a host sync: the bits of
+the frozen original backend over roll-outs (invalid actions, partial resets, reseeds),
+dense draws (the CUDA-graph path) equal compact ones, compiled draws equal eager ones,
+and a captured graph of torch-backend steps replays what the eager steps do."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.backends.torch_backend import TorchBackend
+from gpu_vecenv.registration import make_vec
+from tests.runtime.frozen_torch_backend import FrozenTorchBackend
+from tests.runtime.test_fast_backend import ENVS, MODES, _pair, _run_pair
+
+from .classic import CLASSIC_IDS, random_actions
+from .test_graph_capture import STEPS_PER_GRAPH, _assert_graph_equals_eager
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("name", list(ENVS))
+def test_backend_matches_the_frozen_backend_on_cuda(name, mode):
+    new, old = _pair(ENVS[name], 4099, mode, limit=23, device="cuda")
+    old.backend = FrozenTorchBackend(old._ctx)
+    _run_pair(new, old, steps=200, seed=sum(map(ord, name)) + MODES.index(mode))
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("name", ["cartpole", "acrobot", "pendulum", "mixed"])
+def test_dense_draws_equal_compact_draws_on_cuda(name, mode):
+    compact, dense = _pair(ENVS[name], 3001, mode, limit=11, device="cuda")
+    dense.backend._draws_for_all = lambda: True
+    _run_pair(compact, dense, steps=100, seed=7)
+
+
+@pytest.mark.parametrize("name", ["cartpole", "pendulum", "mountain_car"])
+def test_compiled_draws_equal_eager_on_cuda(name):
+    eager, compiled = _pair(ENVS[name], 3001, AutoresetMode.SAME_STEP, limit=9, device="cuda")
+    compiled.backend = TorchBackend(compiled._ctx, compile=True)
+    _run_pair(compiled, eager, steps=60, seed=3)
+
+
+@pytest.mark.parametrize("torch_compile", [False, True])
+@pytest.mark.parametrize("env_id", CLASSIC_IDS)
+def test_torch_backend_replayed_graph_equals_eager_steps(env_id, torch_compile):
+    """Under capture the backend draws for every env (no sync); the replays must match
+    eager steps, which draw only for the resetting envs."""
+    envs = [make_vec(env_id, 3001, device="cuda", backend="torch", copy=False,
+                     autoreset_mode=AutoresetMode.SAME_STEP, max_episode_steps=7,
+                     torch_compile=torch_compile) for _ in range(2)]
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    table = torch.stack([random_actions(envs[0], gen) for _ in range(STEPS_PER_GRAPH)])
+    eager = _assert_graph_equals_eager(envs, table, seed=11)
+    assert any(bool(f[..., envs[0].obs_dim + 2].any()) for f in eager)  # time limit hit

@@ -5,8 +5,10 @@ limits, the three autoreset modes, seeding, action checks, state access, backend
 dispatch); the env itself is an :class:`~gpu_vecenv.definition.EnvDefinition`.
 
 Outputs are torch tensors on ``device``: obs ``(num_envs, obs_dim)`` float32, reward
-``(num_envs,)`` float32, terminated / truncated ``(num_envs,)`` bool. ``step()`` never
-synchronizes with the GPU unless ``strict=True``.
+``(num_envs,)`` float32, terminated / truncated ``(num_envs,)`` bool. On the CUDA kernels
+``step()`` never synchronizes with the GPU unless ``strict=True``; the torch backend on a
+GPU waits for it once per step in which some env resets (it draws initial states only for
+those envs; not while a CUDA graph is captured).
 """
 
 from __future__ import annotations

@@ -53,9 +53,13 @@ for side in before after; do
       --modes throughput,time_to_475 --iterations 100 > "$out/bench_train_$side.log" 2>&1 \
       || echo "bench_train $side failed"
   fi
-  if [[ $stages == *torch* && -f scripts/bench_torch_backend.py ]]; then
-    run python3 "$here/scripts/bench_torch_backend.py" --json "$out/bench_torch_$side.json" \
-      > "$out/bench_torch_$side.log" 2>&1 || echo "bench_torch $side failed"
+  if [[ $stages == *torch* ]]; then  # the torch backend (fallback), GPU and this CPU
+    compiled=$([ $side = after ] && echo --compile)
+    for device in cuda cpu; do
+      run python3 "$here/scripts/bench_torch_backend.py" --device $device $compiled \
+        --repeats 3 --seconds 0.2 --json "$out/bench_torch_${device}_$side.json" \
+        > "$out/bench_torch_${device}_$side.log" 2>&1 || echo "bench_torch $device $side failed"
+    done
   fi
 done
 if [[ $stages == *small* ]]; then

@@ -78,6 +78,10 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         torch_compile: the torch backend draws initial states with a ``torch.compile``d
             Philox (same bits, fewer launches; compiles on first use). Ignored by the
             CUDA kernels.
+        torch_graphs: the torch backend on a CUDA device replays each step as one CUDA
+            graph after three eager steps (same bits, no per-op launch cost; the graph
+            holds the step's intermediate tensors). Ignored by the CUDA kernels and on
+            other devices.
         **params: fields of the env's params dataclass.
     """
 
@@ -95,6 +99,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         render_mode: str | None = None,
         render_env_indices: tuple[int, ...] = (0,),
         torch_compile: bool = False,
+        torch_graphs: bool = False,
         **params: Any,
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
@@ -121,6 +126,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self.strict = (self.device.type == "cpu") if strict is None else bool(strict)
         self.copy = bool(copy)
         self.torch_compile = bool(torch_compile)
+        self.torch_graphs = bool(torch_graphs)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
@@ -166,7 +172,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
             return CudaBackend(self._ctx)
         from gpu_vecenv.backends.torch_backend import TorchBackend
 
-        return TorchBackend(self._ctx, compile=self.torch_compile)
+        return TorchBackend(self._ctx, compile=self.torch_compile, graphs=self.torch_graphs)
 
     # -- spaces (batched lazily: a Box of 4M rows costs host memory and time) --
 

@@ -98,16 +98,23 @@ def main() -> None:
     except ImportError:
         print("pycuda: not installed")
     else:
-        function = cuda.module_from_buffer(image).get_function("cartpole_step")
-        function.prepare(full_format)
+        pycuda_function = cuda.module_from_buffer(image).get_function("cartpole_step")
+        pycuda_function.prepare(full_format)
+        head = full_args[:-len(tail)]
 
-        def pycuda_launch():  # as the envs launched before (default stream: PyCUDA)
-            if torch.cuda.current_device() != index:
-                raise RuntimeError
-            if current_raw_stream(index) == 0:
-                function.prepared_async_call(grid, block, None, *full_args)
+        class PycudaKernel:
+            """How the envs launched before: a device check, then PyCUDA's prepared call on
+            the default stream with the whole argument list."""
 
-        ways["pycuda prepared_async_call"] = pycuda_launch
+            def __call__(self, grid, block, args):
+                if torch.cuda.current_device() != index:
+                    raise RuntimeError
+                if current_raw_stream(index) == 0:
+                    pycuda_function.prepared_async_call(grid, block, None, *head, *args,
+                                                        shared_size=0)
+
+        pycuda_kernel = PycudaKernel()
+        ways["pycuda prepared_async_call"] = lambda: pycuda_kernel(grid, block, tail)
 
     try:
         from cuda.bindings import driver as cbd
@@ -116,7 +123,7 @@ def main() -> None:
     else:
         err, module = cbd.cuModuleLoadData(image)
         assert err == cbd.CUresult.CUDA_SUCCESS, err
-        err, function = cbd.cuModuleGetFunction(module, b"cartpole_step")
+        err, bindings_function = cbd.cuModuleGetFunction(module, b"cartpole_step")
         assert err == cbd.CUresult.CUDA_SUCCESS, err
         # The same packed-buffer argument passing as the ctypes path (``extra``).
         buffer = ctypes.create_string_buffer(packed, len(packed))
@@ -129,15 +136,22 @@ def main() -> None:
             if torch.cuda.current_device() != index:
                 raise RuntimeError
             shape.pack_into(buffer, 0, *full_args)
-            cbd.cuLaunchKernel(function, *grid, *block, 0, current_raw_stream(index), 0,
-                               address)
+            cbd.cuLaunchKernel(bindings_function, *grid, *block, 0, current_raw_stream(index),
+                               0, address)
 
         ways["cuda.bindings cuLaunchKernel"] = bindings_launch
 
+    # A 1-env step() on each launch path, in the same process: the rest of step() is the
+    # same code, so the difference is the launch.
     for copy in (False, True):
-        env_1 = make_vec("GPUCartPole-v1", 1, device="cuda", backend="cuda", copy=copy)
-        env_1.reset(seed=0)
-        ways[f"env.step() copy={copy}"] = lambda e=env_1: e.step(action)
+        for path in ("ctypes", "pycuda"):
+            if path == "pycuda" and "pycuda prepared_async_call" not in ways:
+                continue
+            env_1 = make_vec("GPUCartPole-v1", 1, device="cuda", backend="cuda", copy=copy)
+            env_1.reset(seed=0)
+            if path == "pycuda":
+                env_1.backend._step_fn = pycuda_kernel
+            ways[f"env.step() copy={copy}, {path}"] = lambda e=env_1: e.step(action)
     samples: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(args.rounds):
         for name, fn in ways.items():
@@ -146,7 +160,7 @@ def main() -> None:
     results = {}
     for name, values in samples.items():
         results[name] = statistics.median(values)
-        print(f"{name:30s} median {results[name]:6.2f} us/call ({1e6 / results[name]:>9,.0f}"
+        print(f"{name:36s} median {results[name]:6.2f} us/call ({1e6 / results[name]:>9,.0f}"
               f" calls/s), min {min(values):6.2f}, max {max(values):6.2f}")
     if args.json:
         with open(args.json, "w") as f:

@@ -7,9 +7,11 @@ point is warmed up, then timed as a loop of ``step()`` calls between two
     python scripts/bench_torch_backend.py --device cuda --json torch_backend_h200.json
     python scripts/bench_torch_backend.py --device cpu --impl old new --compile
 
-``--impl old`` runs the original backend, frozen in ``tests/runtime/frozen_torch_backend.py``
-(its Philox and per-field writes; the env functions are today's), for a before/after in
-one process. ``--compile`` adds the ``torch_compile=True`` variant of the new backend.
+``--impl old`` runs the original backend, frozen in
+``tests/runtime/frozen_torch_backend.py`` (its Philox and per-field writes; the env
+functions are today's), for a before/after in one process. ``--compile`` adds the
+``torch_compile=True`` variant of the new backend, ``--graphs`` the ``torch_graphs=True``
+one (each step one CUDA graph replay; with ``--compile``, both together too).
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _make(env_id, n, device, impl, compiled, copy):
+def _make(env_id, n, device, impl, compiled, copy, graphs=False):
     kwargs = {"torch_compile": True} if compiled else {}
+    if graphs:
+        kwargs["torch_graphs"] = True
     env = make_vec(env_id, n, device=device, backend="torch", copy=copy, **kwargs)
     if impl == "old":
         from tests.runtime.frozen_torch_backend import FrozenTorchBackend
@@ -66,8 +70,8 @@ def _loop(env, actions, steps: int) -> float:
     return time.perf_counter() - start
 
 
-def measure(env_id, n, device, impl, compiled, copy, args) -> dict:
-    env = _make(env_id, n, device, impl, compiled, copy)
+def measure(env_id, n, device, impl, compiled, copy, args, graphs=False) -> dict:
+    env = _make(env_id, n, device, impl, compiled, copy, graphs)
     gen = torch.Generator(device=device).manual_seed(0)
     actions = _actions(env, args.action_batches, gen)
     _loop(env, actions, args.warmup)
@@ -77,7 +81,8 @@ def measure(env_id, n, device, impl, compiled, copy, args) -> dict:
     per_step = statistics.median(seconds)
     env.close()
     return {"env": env_id, "num_envs": n, "device": str(device), "impl": impl,
-            "compiled": compiled, "copy": copy, "strict": env.strict, "steps": steps,
+            "compiled": compiled, "graphs": graphs, "copy": copy, "strict": env.strict,
+            "steps": steps,
             "repeats": args.repeats, "us_per_step": per_step * 1e6,
             "env_steps_per_s": n / per_step, "us_per_step_all": [s * 1e6 for s in seconds]}
 
@@ -90,6 +95,8 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=list(ENV_IDS), choices=list(ENV_IDS))
     parser.add_argument("--impl", nargs="+", default=["new"], choices=["new", "old"])
     parser.add_argument("--compile", action="store_true", help="also the compiled variant")
+    parser.add_argument("--graphs", action="store_true",
+                        help="also torch_graphs=True (with --compile: with and without)")
     parser.add_argument("--copy", nargs="+", type=int, default=[0, 1], choices=[0, 1],
                         help="copy= settings to measure (0: copy=False, 1: the default)")
     parser.add_argument("--repeats", type=int, default=5)
@@ -104,24 +111,30 @@ def main() -> None:
         device = torch.device("cuda", torch.cuda.current_device())
     sizes = args.sizes or ([1, 16, 1024, 65536, 1048576] if device.type == "cuda"
                            else [1, 16, 1024])
-    variants = [(impl, False) for impl in args.impl]
+    variants = [(impl, False, False) for impl in args.impl]
     if args.compile and "new" in args.impl:
-        variants.append(("new", True))
+        variants.append(("new", True, False))
+    if args.graphs and "new" in args.impl and device.type == "cuda":
+        variants.append(("new", False, True))
+        if args.compile:
+            variants.append(("new", True, True))
 
     print(f"torch {torch.__version__} on {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
           + f"; gpu_vecenv from {Path(gpu_vecenv.__file__).parent}")
-    print(f"{'env':<16}{'num_envs':>9}  {'impl':<13}{'copy':<6}{'us/step':>10}"
+    print(f"{'env':<16}{'num_envs':>9}  {'impl':<20}{'copy':<6}{'us/step':>10}"
           f"{'env-steps/s':>13}")
     results = []
     for name in args.envs:
         for n in sizes:
-            for impl, compiled in variants:
+            for impl, compiled, graphs in variants:
                 for copy in args.copy:
-                    r = measure(ENV_IDS[name], n, device, impl, compiled, bool(copy), args)
+                    r = measure(ENV_IDS[name], n, device, impl, compiled, bool(copy), args,
+                                graphs)
                     results.append(r)
-                    label = impl + (" compiled" if compiled else "")
-                    print(f"{name:<16}{n:>9}  {label:<13}{str(bool(copy)):<6}"
+                    label = impl + (" compiled" if compiled else "") + (" graphs" if graphs
+                                                                        else "")
+                    print(f"{name:<16}{n:>9}  {label:<20}{str(bool(copy)):<6}"
                           f"{r['us_per_step']:>10.1f}{r['env_steps_per_s']:>13.3e}", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"torch": torch.__version__, "device": str(device),

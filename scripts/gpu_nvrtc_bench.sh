@@ -45,7 +45,7 @@ for side in before after; do
   run python3 "$here/scripts/first_make_vec.py" GPUTag-v0 2000 '{"preset": "warpdrive_training"}'
   export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_$side  # back to the side's warm cache
   if [[ $stages == *large* ]]; then
-    classic $side 262144,1048576,4194304 _large
+    classic $side 1048576,4194304 _large
     tag $side "tag 2000x105,tag 200x1000,tag 1x16384" _large
   fi
   if [[ $stages == *train* ]]; then
@@ -66,7 +66,7 @@ if [[ $stages == *small* ]]; then
   for round in $(seq "${ROUNDS:-3}"); do
     for side in before after; do
       use $side
-      classic $side 1,1024,16384 "_r$round"
+      classic $side 1,1024,16384,262144 "_r$round"
       tag $side "tag 1x5,tag 2000x5,grid 1x5,grid 2000x5" "_r$round"
     done
   done

@@ -45,13 +45,23 @@ class TorchBackend:
         ctx: the env's buffers and settings.
         compile: draw initial states with the ``torch.compile``d Philox (same bits; the
             first draws compile, which takes seconds).
+        graphs: on a CUDA device, replay each step as one CUDA graph after three eager
+            steps (:class:`~gpu_vecenv.backends.graphed_step.GraphedStep`; same bits);
+            ignored on other devices.
     """
 
     name = "torch"
 
-    def __init__(self, ctx: BackendContext, compile: bool = False):
+    def __init__(self, ctx: BackendContext, compile: bool = False, graphs: bool = False):
         self.ctx = ctx
         self.compile = bool(compile)
+        self._graphed = None
+        if graphs and ctx.device.type == "cuda":
+            from gpu_vecenv.backends.graphed_step import GraphedStep
+
+            self._graphed = GraphedStep(
+                self._step, ctx.num_envs, ctx.obs_dim,
+                ctx.autoreset_mode == AutoresetMode.SAME_STEP, ctx.device)
         self._index = torch.arange(ctx.num_envs, device=ctx.device, dtype=torch.int64)
         self._num_draws = ctx.definition.num_reset_draws(ctx.params)
         self._zero = torch.zeros((), dtype=torch.float32, device=ctx.device)
@@ -65,8 +75,10 @@ class TorchBackend:
 
     def _draws_for_all(self) -> bool:
         """Whether resets draw for every env and select (while the current CUDA stream is
-        capturing a graph) rather than draw only for the resetting envs."""
-        return self.ctx.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        capturing a graph, and in the steps before a capture) rather than draw only for
+        the resetting envs."""
+        return self.ctx.device.type == "cuda" and (
+            self._graphed is not None or torch.cuda.is_current_stream_capturing())
 
     def _stacked(self, names: tuple[str, ...], state: State, dtype: torch.dtype) -> torch.Tensor:
         """The fields ``names`` of ``state`` as the rows of one ``(fields, rows)`` tensor."""
@@ -126,6 +138,14 @@ class TorchBackend:
         self.observe(obs_out)
 
     def step(self, action: torch.Tensor, out: StepOutputs) -> None:
+        """One vector step with time limits and autoreset (see :meth:`_step`), replayed
+        from a CUDA graph with ``graphs=True``."""
+        if self._graphed is not None:
+            self._graphed(action, out)
+        else:
+            self._step(action, out)
+
+    def _step(self, action: torch.Tensor, out: StepOutputs) -> None:
         """One vector step with time limits and autoreset; see :class:`StepOutputs`.
 
         ``action`` is canonical (see :class:`gpu_vecenv.actions.ActionChecker`) but its

@@ -221,3 +221,11 @@ def test_uniform_scaling_equals_the_frozen_one():
     for low, high in [(-0.05, 0.05), (-np.pi, np.pi), (-1.0, 1.0), (-0.6, -0.4), (0.1, 3.7)]:
         assert torch.equal(_bits(seeding.uniform(u, low, high)),
                            _bits(frozen.uniform(u, low, high)))
+
+
+def test_torch_graphs_is_accepted_and_ignored_off_cuda():
+    env = GpuVectorEnv(cartpole.DEFINITION, 8, device="cpu", backend="torch",
+                       torch_graphs=True, torch_compile=False)
+    assert env.torch_graphs and env.backend._graphed is None
+    env.reset(seed=0)
+    env.step(torch.zeros(8, dtype=torch.int64))

@@ -18,6 +18,7 @@ What a graph needs and how it is met:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 import torch
@@ -74,6 +75,9 @@ class GraphedStep:
         self._out = out if out is self._last_out else StepOutputs.allocate(
             self._num_envs, self._obs_dim, self._device, self._with_final_obs)
         torch.cuda.current_stream(self._device).synchronize()
+        # A graph freed while another is being captured invalidates the capture: collect
+        # unreachable ones now (torch.cuda.graph no longer does by default).
+        gc.collect()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self._step(self._action, self._out)

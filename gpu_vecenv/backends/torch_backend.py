@@ -24,6 +24,8 @@ one-``where``-per-field backend, bit for bit, over long random roll-outs.
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from gymnasium.vector import AutoresetMode
 
@@ -59,8 +61,11 @@ class TorchBackend:
         if graphs and ctx.device.type == "cuda":
             from gpu_vecenv.backends.graphed_step import GraphedStep
 
+            # Through a weak reference: no backend <-> graph cycle, so the graph (and its
+            # memory) goes with the env rather than at some later garbage collection.
+            step = weakref.WeakMethod(self._step)
             self._graphed = GraphedStep(
-                self._step, ctx.num_envs, ctx.obs_dim,
+                lambda action, out: step()(action, out), ctx.num_envs, ctx.obs_dim,
                 ctx.autoreset_mode == AutoresetMode.SAME_STEP, ctx.device)
         self._index = torch.arange(ctx.num_envs, device=ctx.device, dtype=torch.int64)
         self._num_draws = ctx.definition.num_reset_draws(ctx.params)

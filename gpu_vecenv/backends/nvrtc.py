@@ -122,7 +122,6 @@ class Nvrtc:
             lib.nvrtcDestroyProgram(ctypes.byref(program))
 
     def _error_name(self, result: int) -> str:
-        self.library.nvrtcGetErrorString.restype = ctypes.c_char_p
         return self.library.nvrtcGetErrorString(result).decode()
 
     def _check(self, result: int, what: str) -> None:
@@ -139,6 +138,7 @@ def load(path: str) -> Nvrtc:
     if os.path.sep in path:
         _load_builtins(os.path.dirname(path))
     lib = ctypes.CDLL(path)
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
     major, minor = ctypes.c_int(), ctypes.c_int()
     lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
     count = ctypes.c_int()

@@ -1,6 +1,6 @@
 """The torch backend: the env's reference functions, batched, on any torch device.
 
-It is the fallback wherever the kernels do not run (CPU, Apple MPS, ROCm, no PyCUDA) and
+It is the fallback wherever the kernels do not run (CPU, Apple MPS, ROCm, no compiler) and
 the oracle the CUDA kernels are tested against, so it is written to be read; it is also
 kept cheap, because on a GPU its time goes mostly to launching small ops:
 

@@ -75,9 +75,10 @@ class GpuVectorEnv(gym.vector.VectorEnv):
             stable addresses for CUDA graphs, but keep ``clone()``s of what you store.
         render_mode: ``None`` or ``"rgb_array"``.
         render_env_indices: which envs ``render()`` draws (default: env 0).
-        torch_compile: the torch backend draws initial states with a ``torch.compile``d
-            Philox (same bits, fewer launches; compiles on first use). Ignored by the
-            CUDA kernels.
+        torch_compile: the torch backend runs its step through ``torch.compile`` on a
+            CUDA GPU (a few fused kernels, same bits; the first step compiles, seconds);
+            elsewhere it draws initial states with a compiled Philox (same bits). Fastest
+            with ``torch_graphs=True`` too. Ignored by the CUDA kernels.
         torch_graphs: the torch backend on a CUDA device replays each step as one CUDA
             graph after three eager steps (same bits, no per-op launch cost; the graph
             holds the step's intermediate tensors). Ignored by the CUDA kernels and on

@@ -10,13 +10,14 @@ kept cheap, because on a GPU its time goes mostly to launching small ops:
   (:attr:`~gpu_vecenv.buffers.EnvBuffers.state_blocks`), written with one op, and the
   outputs are written in place (``out=``);
 - initial states are drawn only for the envs that reset (:meth:`TorchBackend._reset_where`);
-- ``compile=True`` runs the Philox draws through ``torch.compile``
-  (:func:`gpu_vecenv.seeding.compiled_random_uniform`: integer ops, so the bits cannot
-  change). The float dynamics stay eager: inductor rounds float math differently (it
-  fuses multiply-adds, multiplies by reciprocals of constants, vectorizes sin/cos its own
-  way: on the CPU, torch 2.13, a compiled CartPole step gives other bits for 2.5% of
-  ``x_dot`` and 17% of ``theta_dot`` values), and this backend must reproduce the
-  kernels' bits.
+- ``compile=True`` on a CUDA GPU runs the whole step through ``torch.compile`` with
+  the inductor options under which its float math rounds as the eager ops do
+  (:mod:`gpu_vecenv.backends.compiled_step`; a few fused kernels instead of ~150).
+  Elsewhere (CPU, MPS, ROCm, a torch without those options) it compiles only the Philox
+  draws (:func:`gpu_vecenv.seeding.compiled_random_uniform`: integer ops, so the bits
+  cannot change): there inductor rounds float math differently (on the CPU, torch 2.13,
+  a compiled CartPole step gives other bits for 2.5% of ``x_dot`` and 17% of
+  ``theta_dot`` values), and this backend must reproduce the kernels' bits.
 
 ``tests/runtime/test_fast_backend.py`` holds this backend to a frozen copy of the original
 one-``where``-per-field backend, bit for bit, over long random roll-outs.
@@ -30,6 +31,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv import seeding
+from gpu_vecenv.backends import compiled_step
 from gpu_vecenv.backends.base import BackendContext
 from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.definition import State
@@ -45,8 +47,9 @@ class TorchBackend:
 
     Args:
         ctx: the env's buffers and settings.
-        compile: draw initial states with the ``torch.compile``d Philox (same bits; the
-            first draws compile, which takes seconds).
+        compile: on a CUDA GPU, compile the whole step (same bits; see
+            :mod:`~gpu_vecenv.backends.compiled_step`), elsewhere the Philox draws of
+            initial states (same bits). The first step (or draw) compiles: seconds.
         graphs: on a CUDA device, replay each step as one CUDA graph after three eager
             steps (:class:`~gpu_vecenv.backends.graphed_step.GraphedStep`; same bits);
             ignored on other devices.
@@ -57,20 +60,25 @@ class TorchBackend:
     def __init__(self, ctx: BackendContext, compile: bool = False, graphs: bool = False):
         self.ctx = ctx
         self.compile = bool(compile)
+        self._compiled_step = None
+        if self.compile and compiled_step.whole_step_problem(ctx.device) is None:
+            self._compiled_step = compiled_step.compile_step(TorchBackend._step)
         self._graphed = None
         if graphs and ctx.device.type == "cuda":
             from gpu_vecenv.backends.graphed_step import GraphedStep
 
             # Through a weak reference: no backend <-> graph cycle, so the graph (and its
             # memory) goes with the env rather than at some later garbage collection.
-            step = weakref.WeakMethod(self._step)
+            step = weakref.WeakMethod(self._eager_or_compiled_step)
             self._graphed = GraphedStep(
                 lambda action, out: step()(action, out), ctx.num_envs, ctx.obs_dim,
                 ctx.autoreset_mode == AutoresetMode.SAME_STEP, ctx.device)
         self._index = torch.arange(ctx.num_envs, device=ctx.device, dtype=torch.int64)
         self._num_draws = ctx.definition.num_reset_draws(ctx.params)
         self._zero = torch.zeros((), dtype=torch.float32, device=ctx.device)
-        self._random_uniform = (seeding.compiled_random_uniform if self.compile
+        # A compiled step traces the plain draws into its own kernels.
+        self._random_uniform = (seeding.compiled_random_uniform
+                                if self.compile and self._compiled_step is None
                                 else seeding.random_uniform)
         fields = ctx.definition.state_fields
         self._blocks = [
@@ -79,11 +87,12 @@ class TorchBackend:
         ]
 
     def _draws_for_all(self) -> bool:
-        """Whether resets draw for every env and select (while the current CUDA stream is
-        capturing a graph, and in the steps before a capture) rather than draw only for
-        the resetting envs."""
+        """Whether resets draw for every env and select (in a compiled step, while the
+        current CUDA stream is capturing a graph, and in the steps before a capture)
+        rather than draw only for the resetting envs."""
         return self.ctx.device.type == "cuda" and (
-            self._graphed is not None or torch.cuda.is_current_stream_capturing())
+            self._compiled_step is not None or self._graphed is not None
+            or torch.cuda.is_current_stream_capturing())
 
     def _stacked(self, names: tuple[str, ...], state: State, dtype: torch.dtype) -> torch.Tensor:
         """The fields ``names`` of ``state`` as the rows of one ``(fields, rows)`` tensor."""
@@ -143,10 +152,16 @@ class TorchBackend:
         self.observe(obs_out)
 
     def step(self, action: torch.Tensor, out: StepOutputs) -> None:
-        """One vector step with time limits and autoreset (see :meth:`_step`), replayed
-        from a CUDA graph with ``graphs=True``."""
+        """One vector step with time limits and autoreset (see :meth:`_step`), compiled
+        with ``compile=True`` on a GPU, replayed from a CUDA graph with ``graphs=True``."""
         if self._graphed is not None:
             self._graphed(action, out)
+        else:
+            self._eager_or_compiled_step(action, out)
+
+    def _eager_or_compiled_step(self, action: torch.Tensor, out: StepOutputs) -> None:
+        if self._compiled_step is not None:
+            self._compiled_step(self, action, out)
         else:
             self._step(action, out)
 

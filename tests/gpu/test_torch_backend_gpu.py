@@ -1,14 +1,17 @@
 """The torch backend on a GPU, where its draws are compacted with a host sync: the bits of
 the frozen original backend over roll-outs (invalid actions, partial resets, reseeds),
-dense draws (the CUDA-graph path) equal compact ones, compiled draws equal eager ones,
-and a captured graph of torch-backend steps replays what the eager steps do."""
+dense draws (the CUDA-graph path) equal compact ones, the compiled step (and compiled
+draws) equal eager ones, and a captured graph of torch-backend steps replays what the
+eager steps do."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
+from torch._dynamo.utils import counters
 
+from gpu_vecenv.backends import compiled_step
 from gpu_vecenv.backends.torch_backend import TorchBackend
 from gpu_vecenv.registration import make_vec
 from tests.runtime.frozen_torch_backend import FrozenTorchBackend
@@ -36,10 +39,34 @@ def test_dense_draws_equal_compact_draws_on_cuda(name, mode):
     _run_pair(compact, dense, steps=100, seed=7)
 
 
+COMPILED_CASES = [(name, AutoresetMode.NEXT_STEP) for name in ENVS] + [
+    (name, mode) for name in ("cartpole", "pendulum", "mixed")
+    for mode in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED)]
+
+
+@pytest.mark.parametrize(("name", "mode"), COMPILED_CASES,
+                         ids=[f"{n}-{m.name}" for n, m in COMPILED_CASES])
+def test_compiled_step_equals_eager_on_cuda(name, mode):
+    """``compile=True`` on a GPU compiles the whole step (inductor, eager numerics): every
+    output and buffer keeps the eager bits, across invalid actions, partial resets and
+    reseeds, and the step is one graph (a graph break would split it into slow pieces)."""
+    eager, compiled = _pair(ENVS[name], 3001, mode, limit=9, device="cuda")
+    compiled.backend = TorchBackend(compiled._ctx, compile=True)
+    assert compiled.backend._compiled_step is not None
+    counters.clear()
+    _run_pair(compiled, eager, steps=80, seed=3 + MODES.index(mode))
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1
+
+
 @pytest.mark.parametrize("name", ["cartpole", "pendulum", "mountain_car"])
-def test_compiled_draws_equal_eager_on_cuda(name):
+def test_compiled_draws_equal_eager_on_cuda(name, monkeypatch):
+    """Where the whole step cannot be compiled with eager's bits (another torch, ROCm),
+    ``compile=True`` compiles the Philox draws only."""
+    monkeypatch.setattr(compiled_step, "whole_step_problem", lambda device: "forced")
     eager, compiled = _pair(ENVS[name], 3001, AutoresetMode.SAME_STEP, limit=9, device="cuda")
     compiled.backend = TorchBackend(compiled._ctx, compile=True)
+    assert compiled.backend._compiled_step is None
     _run_pair(compiled, eager, steps=60, seed=3)
 
 

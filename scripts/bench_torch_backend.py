@@ -74,6 +74,7 @@ def measure(env_id, n, device, impl, compiled, copy, args, graphs=False) -> dict
     env = _make(env_id, n, device, impl, compiled, copy, graphs)
     gen = torch.Generator(device=device).manual_seed(0)
     actions = _actions(env, args.action_batches, gen)
+    first_step = _loop(env, actions, 1)  # a compiled step compiles here
     _loop(env, actions, args.warmup)
     probe = _loop(env, actions, 10) / 10
     steps = max(10, min(args.max_steps, int(args.seconds / probe)))
@@ -84,7 +85,8 @@ def measure(env_id, n, device, impl, compiled, copy, args, graphs=False) -> dict
             "compiled": compiled, "graphs": graphs, "copy": copy, "strict": env.strict,
             "steps": steps,
             "repeats": args.repeats, "us_per_step": per_step * 1e6,
-            "env_steps_per_s": n / per_step, "us_per_step_all": [s * 1e6 for s in seconds]}
+            "env_steps_per_s": n / per_step, "us_per_step_all": [s * 1e6 for s in seconds],
+            "first_step_s": first_step}
 
 
 def main() -> None:
@@ -135,7 +137,8 @@ def main() -> None:
                     label = impl + (" compiled" if compiled else "") + (" graphs" if graphs
                                                                         else "")
                     print(f"{name:<16}{n:>9}  {label:<20}{str(bool(copy)):<6}"
-                          f"{r['us_per_step']:>10.1f}{r['env_steps_per_s']:>13.3e}", flush=True)
+                          f"{r['us_per_step']:>10.1f}{r['env_steps_per_s']:>13.3e}"
+                          f"  (first step {r['first_step_s']:.2f} s)", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"torch": torch.__version__, "device": str(device),
                                          "results": results}, indent=1))

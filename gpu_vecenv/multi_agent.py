@@ -88,6 +88,9 @@ class MultiAgentVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
             game drawn.
         preset: a named parameter set, e.g. ``"warpdrive_training"``.
         **params: fields of the env's params dataclass (override the preset).
+
+    ``pickle`` and ``copy.deepcopy`` give an env on the same device that continues bit for
+    bit from the copied state (see :mod:`gpu_vecenv.pickling`).
     """
 
     observation_space = GpuVectorEnv.observation_space

@@ -82,6 +82,9 @@ class GpuVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
             holds the step's intermediate tensors). Ignored by the CUDA kernels and on
             other devices.
         **params: fields of the env's params dataclass.
+
+    ``pickle`` and ``copy.deepcopy`` give an env on the same device that continues bit for
+    bit from the copied state (see :mod:`gpu_vecenv.pickling`).
     """
 
     def __init__(

@@ -4,6 +4,7 @@ naming the extra to install (exit 2, no traceback)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -61,11 +62,13 @@ def cartpole_run(tmp_path_factory):
 
 
 def test_eval_gif_plays_at_render_fps(cartpole_run, tmp_path):
-    gif = tmp_path / "cartpole.gif"
-    proc = _cli("eval", cartpole_run, "--episodes", "1", "--gif", gif, "--device", "cpu")
+    gif, result = tmp_path / "cartpole.gif", tmp_path / "eval.json"
+    proc = _cli(
+        "eval", cartpole_run, "--episodes", "1", "--gif", gif, "--device", "cpu", "--json", result
+    )
     assert proc.returncode == 0, proc.stderr
     assert "XDG_RUNTIME_DIR" not in proc.stderr
-    length = float(proc.stdout.split("mean length ")[1].split()[0])
+    length = json.loads(result.read_text())["mean_length"]
     durations = gif_durations(gif)
     # 50 fps is 20 ms a frame; Pillow merges a frame identical to the one before it into
     # that one's duration, so the total is what pins the speed.

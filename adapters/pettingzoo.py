@@ -34,7 +34,7 @@ class TagParallelEnv(ParallelEnv):
 
     Args:
         env_id: the registered id.
-        render_mode: ``None`` or ``"rgb_array"``.
+        render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (a window).
         device: torch device of the underlying env (default ``"cpu"``).
         backend: ``"torch"`` (default) or ``"cuda"``.
         **params: the env's parameters (or ``preset=``).
@@ -55,7 +55,9 @@ class TagParallelEnv(ParallelEnv):
         self.agents: list[str] = []
         self.render_mode = render_mode
         self.metadata = {"name": f"{self._vec.definition.name}_v0",
-                         "render_modes": ["rgb_array"], "is_parallelizable": True}
+                         "render_modes": self._vec.metadata["render_modes"],
+                         "render_fps": self._vec.metadata["render_fps"],
+                         "is_parallelizable": True}
         self.observation_spaces = dict.fromkeys(self.possible_agents,
                                                 self._vec.single_observation_space)
         self.action_spaces = dict.fromkeys(self.possible_agents,

@@ -298,12 +298,10 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     from gpu_vecenv.backends import cuda_backend_problem
+    from gpu_vecenv.devices import resolve_device
     from gpu_vecenv.registry import ENVS, get_entry
-    from gpu_vecenv.vector_env import default_device
 
-    device = torch.device(args.device) if args.device else default_device()
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = resolve_device(args.device or None)
     env_ids = [e for e in ENVS if "Tag" not in e] if args.env == ["all"] else args.env
     for env_id in env_ids:
         get_entry(env_id)

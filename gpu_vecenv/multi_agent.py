@@ -48,17 +48,21 @@ from gymnasium.vector import AutoresetMode
 from gpu_vecenv import seeding
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
+from gpu_vecenv.devices import resolve_device
+from gpu_vecenv.human_window import HumanWindow
+from gpu_vecenv.pickling import PicklableVectorEnv, params_fields
+from gpu_vecenv.rendering import check_render_mode
 from gpu_vecenv.reset_and_state import reseed, reset_mask_option, seed_tensor, write_state
 from gpu_vecenv.tag_definition import ROLES, GameStep, MultiAgentDefinition
 from gpu_vecenv.tag_torch_backend import GameBuffers, GameOutputs, MultiAgentTorchBackend
-from gpu_vecenv.vector_env import GpuVectorEnv, default_device, parse_autoreset_mode
+from gpu_vecenv.vector_env import GpuVectorEnv, parse_autoreset_mode
 
 __all__ = ["ERROR_FLAG_INTERVAL", "ROLES", "GameStep", "MultiAgentDefinition",
            "MultiAgentVectorEnv"]
 
 
 
-class MultiAgentVectorEnv(gym.vector.VectorEnv):
+class MultiAgentVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
     """``num_games`` games of one multi-agent env; each agent is one vector slot.
 
     Outputs are torch tensors on ``device``: obs ``(num_envs, obs_dim)`` float32,
@@ -79,9 +83,14 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
             within ``ERROR_FLAG_INTERVAL`` steps; ``check_errors()`` and a full
             ``reset()`` at once). Default: True on the CPU, False on a GPU.
         copy: fresh output tensors every step (default); ``False`` reuses one set.
-        render_mode: ``None`` or ``"rgb_array"``; ``render_game``: the game drawn.
+        render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (a window shows game
+            ``render_game`` after every ``reset()`` / ``step()``); ``render_game``: the
+            game drawn.
         preset: a named parameter set, e.g. ``"warpdrive_training"``.
         **params: fields of the env's params dataclass (override the preset).
+
+    ``pickle`` and ``copy.deepcopy`` give an env on the same device that continues bit for
+    bit from the copied state (see :mod:`gpu_vecenv.pickling`).
     """
 
     observation_space = GpuVectorEnv.observation_space
@@ -117,19 +126,19 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         self.num_games = int(num_games)
         self.num_agents = len(self.roles)
         self.num_envs = self.num_games * self.num_agents
-        self.device = torch.device(device) if device is not None else default_device()
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.device = resolve_device(device)
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.strict = (self.device.type == "cpu") if strict is None else bool(strict)
         self.copy = bool(copy)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        render_modes = check_render_mode(render_mode, definition.name,
+                                         definition.render_frame is not None)
         if not 0 <= int(render_game) < self.num_games:
             raise ValueError(f"render_game={render_game} is outside [0, {self.num_games})")
         self.render_mode, self.render_game = render_mode, int(render_game)
-        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": ["rgb_array"],
-                         "render_fps": 10}
+        self._window = (HumanWindow(f"gpu_vecenv {definition.name}", definition.render_fps)
+                        if render_mode == "human" else None)
+        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": render_modes,
+                         "render_fps": definition.render_fps}
         self.single_observation_space = definition.observation_space(self.params)
         self.single_action_space = definition.action_space(self.params)
         self._batched_spaces: dict[str, gym.Space] = {}
@@ -192,6 +201,8 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         self._has_reset = True
         obs = self._fresh().obs
         self.backend.observe(self._in_game(), obs)
+        if self._window is not None:
+            self.render()
         return obs, self._info()
 
     def step(
@@ -216,6 +227,8 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
         self.backend.step(action, out)
         if self._errors.after_step():
             self._check_errors(sync=True)
+        if self._window is not None:
+            self.render()
         info = {**self._constant_info, "active": out.active}
         if self._with_final_obs:
             done = out.terminated | out.truncated
@@ -310,16 +323,35 @@ class MultiAgentVectorEnv(gym.vector.VectorEnv):
     # -- rendering / closing --
 
     def render(self) -> tuple[np.ndarray, ...] | None:
-        """A one-frame tuple: ``(H, W, 3)`` uint8 picture of game ``render_game``."""
+        """A one-frame tuple: ``(H, W, 3)`` uint8 picture of game ``render_game``; with
+        ``render_mode="human"`` it is shown in the window and ``None`` is returned."""
         if self.render_mode is None:
             gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
             return None
         game = {name: t[self.render_game].cpu().numpy() for name, t in self.buffers.state.items()}
-        return (self.definition.render_frame(self.params, game),)
+        frames = (self.definition.render_frame(self.params, game),)
+        if self._window is not None:
+            self._window.show(frames)
+            return None
+        return frames
 
     def close_extras(self, **kwargs: Any) -> None:
         self.backend = None
         self._outputs = None
+        if self._window is not None:
+            self._window.close()
+
+    # -- pickling (see gpu_vecenv/pickling.py) --
+
+    def _constructor_arguments(self) -> tuple[tuple, dict[str, Any]]:
+        return (self.definition, self.num_games), dict(
+            device=str(self.device), backend=self.backend_name,
+            autoreset_mode=self.autoreset_mode, strict=self.strict, copy=self.copy,
+            render_mode=self.render_mode, render_game=self.render_game,
+            **params_fields(self.params))
+
+    def _construct(self, *args: Any, **kwargs: Any) -> None:
+        MultiAgentVectorEnv.__init__(self, *args, **kwargs)
 
     def _raise_if_closed(self) -> None:
         if self.closed:

@@ -21,12 +21,13 @@ class SingleEnvView(gym.Env):
 
     Args:
         env_id: a registered id, e.g. ``"GPUCartPole-v1"``.
-        render_mode: ``None`` or ``"rgb_array"``.
+        render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (a window, drawn after
+            every ``reset()`` / ``step()``).
         device: torch device of the underlying env (default ``"cpu"``).
         **params: fields of the env's params dataclass.
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
 
     def __init__(self, env_id: str, render_mode: str | None = None, device: str = "cpu",
                  **params: Any):
@@ -43,7 +44,8 @@ class SingleEnvView(gym.Env):
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
         self.render_mode = render_mode
-        self.metadata = {**self.metadata, "render_fps": module.DEFINITION.render_fps}
+        self.metadata = {"render_modes": self._vec.metadata["render_modes"],
+                         "render_fps": module.DEFINITION.render_fps}
         self.params = self._vec.params
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -61,7 +63,8 @@ class SingleEnvView(gym.Env):
         if self.render_mode is None:
             gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
             return None
-        return self._vec.render()[0]
+        frames = self._vec.render()
+        return None if frames is None else frames[0]
 
     def get_state(self) -> dict[str, Any]:
         """The state of the one env (see ``GpuVectorEnv.get_state``), as Python numbers."""

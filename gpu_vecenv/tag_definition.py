@@ -64,6 +64,8 @@ class MultiAgentDefinition:
     """Names of classmethods of ``params_type`` returning a preset, e.g. the training set."""
     render_frame: Callable[[Any, dict[str, np.ndarray]], np.ndarray] | None = None
     """``(params, one game's state as numpy arrays) -> (H, W, 3) uint8``."""
+    render_fps: int = 10
+    """Frames per second of a rendered game (``metadata["render_fps"]``, GIFs, windows)."""
 
     def make_params(self, preset: str | None = None, **overrides: Any) -> Any:
         """The params: a preset (or the defaults) with ``overrides``; unknown names are a

@@ -49,7 +49,8 @@ class BatchedParallelEnv(ParallelEnv):
         self.agents = list(self.possible_agents)
         self.render_mode = vec.render_mode
         self.metadata = {"name": f"{vec.definition.name}_batched",
-                         "render_modes": ["rgb_array"], "is_parallelizable": True}
+                         "render_modes": vec.metadata["render_modes"],
+                         "render_fps": vec.metadata["render_fps"], "is_parallelizable": True}
         self.observation_spaces = dict.fromkeys(self.possible_agents,
                                                 vec.single_observation_space)
         self.action_spaces = dict.fromkeys(self.possible_agents, vec.single_action_space)
@@ -94,7 +95,9 @@ class BatchedParallelEnv(ParallelEnv):
                 self._split(truncated), self._infos(info))
 
     def render(self):
-        """``(H, W, 3)`` uint8 picture of game ``render_game`` (``render_mode="rgb_array"``)."""
+        """``(H, W, 3)`` uint8 picture of game ``render_game`` (``render_mode="rgb_array"``;
+        ``"human"`` shows it in a window after every ``reset()`` / ``step()`` and returns
+        ``None``)."""
         frames = self.vec.render()
         return None if frames is None else frames[0]
 

@@ -2,8 +2,8 @@
 
 Taggers are red, runners blue; a runner that was tagged and left the game is a grey
 cross. A bar along the bottom shows ``t / episode_length``. ``record_episode`` plays one
-game with a policy (random actions by default) and writes a GIF (needs imageio:
-``pip install 'gpu-vecenv[render]'``).
+game with a policy (random actions by default) and writes a GIF with
+:func:`gpu_vecenv.gif.save_gif` (needs Pillow: ``pip install 'gpu-vecenv[render]'``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gpu_vecenv.gif import check_gif_writer, save_gif
+
+__all__ = ["draw_grid", "draw_tag", "record_episode", "save_gif"]
 
 TAGGER = (214, 39, 40)
 RUNNER = (31, 119, 180)
@@ -96,23 +100,12 @@ def draw_grid(x: np.ndarray, y: np.ndarray, grid_length: int, num_taggers: int,
     return frame
 
 
-def save_gif(frames: list[np.ndarray], path: str | Path, fps: int = 10) -> Path:
-    """Write ``frames`` (``(H, W, 3)`` uint8 each) as a looping GIF."""
-    try:
-        import imageio.v3 as iio
-    except ImportError as exc:
-        raise ImportError("writing GIFs needs imageio: pip install 'gpu-vecenv[render]'") from exc
-    path = Path(path)
-    iio.imwrite(path, np.stack(frames), duration=1000 / fps, loop=0)
-    return path
-
-
 def record_episode(
     env_id: str,
     path: str | Path,
     policy: Callable[[Any], Any] | None = None,
     seed: int = 0,
-    fps: int = 10,
+    fps: float | None = None,
     max_steps: int | None = None,
     **env_kwargs: Any,
 ) -> Path:
@@ -124,7 +117,7 @@ def record_episode(
         policy: ``obs (num_agents, obs_dim) tensor -> actions`` for every agent of the
             game (a tensor or array in agent order); default: uniform random actions.
         seed: the game's seed.
-        fps: frames per second of the GIF.
+        fps: frames per second of the GIF (default: the env's ``render_fps``).
         max_steps: stop earlier than the game's end.
         **env_kwargs: device, backend, preset, env params.
 
@@ -133,6 +126,7 @@ def record_episode(
     """
     from gpu_vecenv.registration import make_vec
 
+    check_gif_writer()
     env = make_vec(env_id, 1, autoreset_mode="NextStep", render_mode="rgb_array",
                    **env_kwargs)
     obs, _ = env.reset(seed=seed)
@@ -148,4 +142,4 @@ def record_episode(
         if bool(terminated[0]) or bool(truncated[0]):
             break
     env.close()
-    return save_gif(frames, path, fps)
+    return save_gif(frames, path, env.metadata["render_fps"] if fps is None else fps)

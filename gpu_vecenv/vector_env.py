@@ -28,16 +28,13 @@ from gpu_vecenv.backends.base import BackendContext
 from gpu_vecenv.buffers import EnvBuffers, StepOutputs
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
 from gpu_vecenv.definition import EnvDefinition
+from gpu_vecenv.devices import resolve_device
+from gpu_vecenv.human_window import HumanWindow
+from gpu_vecenv.pickling import PicklableVectorEnv, params_fields
+from gpu_vecenv.rendering import check_render_mode
 from gpu_vecenv.reset_and_state import reseed, reset_mask_option, seed_tensor, write_state
 
 _DEFAULT = object()
-
-
-def default_device() -> torch.device:
-    """The current CUDA device if torch sees one, else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def parse_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
@@ -52,7 +49,7 @@ def parse_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
     raise ValueError(f"autoreset_mode must be an AutoresetMode ({valid}), got {mode!r}")
 
 
-class GpuVectorEnv(gym.vector.VectorEnv):
+class GpuVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
     """A batch of ``num_envs`` copies of one env, stepped together on one device.
 
     Args:
@@ -73,7 +70,9 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         copy: return fresh output tensors every step (default). ``False`` returns the
             same preallocated tensors every step, overwritten in place: faster, and
             stable addresses for CUDA graphs, but keep ``clone()``s of what you store.
-        render_mode: ``None`` or ``"rgb_array"``.
+        render_mode: ``None``, ``"rgb_array"`` (``render()`` returns frames) or
+            ``"human"`` (a window shows the frames after every ``reset()`` / ``step()``,
+            at ``render_fps``; see :mod:`gpu_vecenv.human_window`).
         render_env_indices: which envs ``render()`` draws (default: env 0).
         torch_compile: the torch backend runs its step through ``torch.compile`` on a
             CUDA GPU (a few fused kernels, same bits; the first step compiles, seconds);
@@ -84,6 +83,9 @@ class GpuVectorEnv(gym.vector.VectorEnv):
             holds the step's intermediate tensors). Ignored by the CUDA kernels and on
             other devices.
         **params: fields of the env's params dataclass.
+
+    ``pickle`` and ``copy.deepcopy`` give an env on the same device that continues bit for
+    bit from the copied state (see :mod:`gpu_vecenv.pickling`).
     """
 
     def __init__(
@@ -110,9 +112,7 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self.definition = definition
         self.params = definition.make_params(**params)
         self.num_envs = int(num_envs)
-        self.device = torch.device(device) if device is not None else default_device()
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.device = resolve_device(device)
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         if max_episode_steps is _DEFAULT:
             max_episode_steps = definition.max_episode_steps
@@ -128,17 +128,19 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         self.copy = bool(copy)
         self.torch_compile = bool(torch_compile)
         self.torch_graphs = bool(torch_graphs)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        render_modes = check_render_mode(render_mode, definition.name,
+                                         definition.render_frame is not None)
         self.render_mode = render_mode
         self.render_env_indices = tuple(int(i) for i in render_env_indices)
         for i in self.render_env_indices:
             if not 0 <= i < self.num_envs:
                 raise ValueError(f"render_env_indices holds {i}, outside [0, {self.num_envs})")
+        self._window = (HumanWindow(f"gpu_vecenv {definition.name}", definition.render_fps)
+                        if render_mode == "human" else None)
 
         self.metadata = {
             "autoreset_mode": self.autoreset_mode,
-            "render_modes": ["rgb_array"],
+            "render_modes": render_modes,
             "render_fps": definition.render_fps,
         }
         self.single_observation_space = definition.observation_space(self.params)
@@ -225,6 +227,8 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         out = self._fresh_outputs()
         self.backend.reset(mask, out.obs)
         self._has_reset = True
+        if self._window is not None:
+            self.render()
         return out.obs, {}
 
     def step(
@@ -248,6 +252,8 @@ class GpuVectorEnv(gym.vector.VectorEnv):
         out = self._fresh_outputs()
         self.backend.step(action, out)
         self._after_step()
+        if self._window is not None:
+            self.render()
         info: dict[str, Any] = {}
         if self._with_final_obs:
             done = out.terminated | out.truncated
@@ -349,21 +355,38 @@ class GpuVectorEnv(gym.vector.VectorEnv):
     # -- rendering / closing --
 
     def render(self) -> tuple[np.ndarray, ...] | None:
-        """Frames (``(H, W, 3)`` uint8) of the envs in ``render_env_indices``."""
+        """Frames (``(H, W, 3)`` uint8) of the envs in ``render_env_indices``; with
+        ``render_mode="human"`` they are shown in the window and ``None`` is returned."""
         if self.render_mode is None:
             gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
             return None
-        if self.definition.render_frame is None:
-            raise NotImplementedError(f"{self.definition.name} has no renderer")
         frames = []
         for i in self.render_env_indices:
             values = {name: float(t[i]) for name, t in self.buffers.state.items()}
             frames.append(self.definition.render_frame(self.params, values))
+        if self._window is not None:
+            self._window.show(frames)
+            return None
         return tuple(frames)
 
     def close_extras(self, **kwargs: Any) -> None:
         self.backend = None
         self._outputs = None
+        if self._window is not None:
+            self._window.close()
+
+    # -- pickling (see gpu_vecenv/pickling.py) --
+
+    def _constructor_arguments(self) -> tuple[tuple, dict[str, Any]]:
+        return (self.definition, self.num_envs), dict(
+            device=str(self.device), backend=self.backend_name,
+            autoreset_mode=self.autoreset_mode, max_episode_steps=self.max_episode_steps,
+            strict=self.strict, copy=self.copy, render_mode=self.render_mode,
+            render_env_indices=self.render_env_indices, torch_compile=self.torch_compile,
+            torch_graphs=self.torch_graphs, **params_fields(self.params))
+
+    def _construct(self, *args: Any, **kwargs: Any) -> None:
+        GpuVectorEnv.__init__(self, *args, **kwargs)
 
     def _raise_if_closed(self) -> None:
         if self.closed:

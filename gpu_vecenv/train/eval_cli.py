@@ -19,8 +19,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int, default=100,
                         help="episodes (games, for a multi-agent env) to play (default 100)")
     parser.add_argument("--gif", metavar="OUT.gif", default=None,
-                        help="write a GIF of the first episode (needs an env that renders "
-                             "and imageio)")
+                        help="write a GIF of the first episode, at the env's render_fps "
+                             "(needs an env that renders, and pip install "
+                             "'gpu-vecenv[render]')")
     parser.add_argument("--device", default="auto", help="torch device (default: auto)")
     parser.add_argument("--seed", type=int, default=None,
                         help="evaluation seed (default: derived from the run's seed)")
@@ -35,6 +36,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from gymnasium.error import DependencyNotInstalled
+
     from gpu_vecenv.train.cli import _format_evaluation
     from gpu_vecenv.train.evaluation import evaluate, load_models, write_evaluation
     from gpu_vecenv.train.trainer import resolve_device
@@ -43,9 +46,14 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     device = resolve_device(args.device)
     config, models, step = load_models(args.path, device)
-    result = evaluate(config, models, args.episodes, device, seed=args.seed,
-                      random_policy=args.random, stochastic=args.stochastic,
-                      gif_path=args.gif)
+    try:
+        result = evaluate(config, models, args.episodes, device, seed=args.seed,
+                          random_policy=args.random, stochastic=args.stochastic,
+                          gif_path=args.gif)
+    except DependencyNotInstalled as exc:
+        # A missing optional library (pygame, Pillow) is a set-up problem: one line
+        # naming the extra to install, reported as the CLI reports RuntimeErrors.
+        raise RuntimeError(str(exc)) from None
     result["global_step"] = step
     who = f"checkpoint at step {step:,}"
     if args.random is True:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gpu_vecenv.gif import check_gif_writer, save_gif
 from gpu_vecenv.train.checkpoint import find_checkpoint, load_checkpoint
 from gpu_vecenv.train.config import Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict
@@ -86,6 +87,8 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
         models = {g.name: g.learner.model for g in models}
     t = config.trainer
     render = gif_path is not None
+    if render:
+        check_gif_writer()  # before the episodes, not after them
     env = make_vec(t.env, episodes, device=device, backend=t.backend,
                    autoreset_mode=AutoresetMode.SAME_STEP,
                    **({"render_mode": "rgb_array"} if render else {}), **t.env_kwargs)
@@ -156,7 +159,7 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
             "mean_return_per_agent": float(per_game[:, ids].mean()),
             "mean_return_per_game": float(per_game[:, ids].sum(1).mean())}
     if render:
-        _write_gif(frames, gif_path, env.metadata.get("render_fps", 30))
+        save_gif(frames, gif_path, env.metadata.get("render_fps", 30))
         result["gif"] = str(gif_path)
     return result
 
@@ -176,23 +179,9 @@ def _random_actions(spec: ActionSpec, n: int, device: torch.device,
 
 
 def _frames(env) -> list:
-    try:
-        frames = env.render()
-    except NotImplementedError as exc:
-        raise RuntimeError(f"{env.env_id} cannot render, so no GIF: {exc}") from None
-    if frames is None:
-        raise RuntimeError(f"{env.env_id} cannot render, so no GIF")
+    """The first env's frame (an env without a renderer refused ``render_mode`` already)."""
+    frames = env.render()
     return [frames[0]] if isinstance(frames, (tuple, list)) else [frames]
-
-
-def _write_gif(frames: list, path: str | Path, fps: int) -> None:
-    try:
-        import imageio.v2 as imageio
-    except ImportError as exc:
-        raise RuntimeError("writing a GIF needs imageio: pip install 'gpu-vecenv[render]'"
-                           ) from exc
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimsave(str(path), frames, duration=1.0 / max(1, fps), loop=0)
 
 
 def write_evaluation(result: dict[str, Any], path: str | Path) -> None:

@@ -5,6 +5,7 @@ when used. The public API::
 
     gpu_vecenv.make_vec("GPUCartPole-v1", num_envs=4096, device="cuda")
     gpu_vecenv.list_envs()
+    gpu_vecenv.register("MyEnv-v0", MY_DEFINITION)    # then make it, train it, by id
 
 and, after ``pip install``, plain ``gymnasium.make_vec("GPUCartPole-v1", num_envs=4096)``.
 """
@@ -16,7 +17,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "parallel_env", "__version__"
+    "GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "parallel_env", "register",
+    "__version__",
 ]
 
 
@@ -35,6 +37,10 @@ def list_envs() -> list[str]:
 
 
 def __getattr__(name: str):
+    if name == "register":  # gymnasium is imported only when this is used
+        from gpu_vecenv.registration import register
+
+        return register
     if name == "GpuVectorEnv":
         from gpu_vecenv.vector_env import GpuVectorEnv
 

@@ -99,7 +99,7 @@ def _unknown(name: str) -> UnknownEnvError:
     if gymnasium is not None and name in gymnasium.registry:
         hint += (" It is registered with Gymnasium but not with gpu_vecenv: register its "
                  "definition with gpu_vecenv.register(id, definition) instead.")
-    else:
+    elif not close:
         hint += (" A custom env must be registered first, with gpu_vecenv.register(id, "
                  "definition), or named with its module, 'my_module:MyEnv-v0', so that "
                  "importing the module registers it.")

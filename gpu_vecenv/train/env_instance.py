@@ -30,18 +30,29 @@ def trainer_fields_of(env: Any, given: dict[str, Any]) -> dict[str, Any]:
     from gpu_vecenv.registration import make_kwargs_of
 
     if getattr(env, "unwrapped", env) is not env:
-        raise TypeError(f"train() takes a gpu_vecenv vector env itself, not a wrapper "
-                        f"({type(env).__name__}): evaluation and --resume make it again by id, "
-                        "without the wrapper")
+        raise TypeError(
+            f"train() takes a gpu_vecenv vector env itself, not a wrapper "
+            f"({type(env).__name__}): evaluation and --resume make it again by id, "
+            "without the wrapper"
+        )
     mode = getattr(env, "metadata", {}).get("autoreset_mode")
     if mode != AutoresetMode.SAME_STEP:
-        raise ValueError(f"train() needs an env made with autoreset_mode='SameStep' (the "
-                         f"trainer bootstraps truncated episodes from info['final_obs']), got "
-                         f"{mode}; e.g. gpu_vecenv.make_vec(id, n, autoreset_mode='SameStep')")
+        raise ValueError(
+            f"train() needs an env made with autoreset_mode='SameStep' (the "
+            f"trainer bootstraps truncated episodes from info['final_obs']), got "
+            f"{mode}; e.g. gpu_vecenv.make_vec(id, n, autoreset_mode='SameStep')"
+        )
     clash = sorted(set(given) & set(FIELDS_FROM_ENV))
     if clash:
-        raise TypeError(f"train(env, ...): {', '.join(clash)} come(s) from the env; make the "
-                        "env with the values you want instead")
+        raise TypeError(
+            f"train(env, ...): {', '.join(clash)} come(s) from the env; make the "
+            "env with the values you want instead"
+        )
     env_id, kwargs = make_kwargs_of(env)
-    return {"env": env_id, "num_envs": int(getattr(env, "num_games", env.num_envs)),
-            "device": str(env.device), "backend": env.backend_name, "env_kwargs": kwargs}
+    return {
+        "env": env_id,
+        "num_envs": int(getattr(env, "num_games", env.num_envs)),
+        "device": str(env.device),
+        "backend": env.backend_name,
+        "env_kwargs": kwargs,
+    }

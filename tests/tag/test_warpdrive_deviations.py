@@ -110,6 +110,10 @@ def test_action_tables_differ_from_warpdrives_where_documented():
             assert np.nextafter(theirs[i], ours[i]) == ours[i]
     assert default.turn_table[6] == F32(0.1745329201221466)  # π/18 rounded once
     assert warpdrive_table(-math.pi / 2, math.pi / 2, 10)[6] == F32(0.1745329350233078)
+    # end points that are float32 values already give WarpDrive's tables (as documented)
+    half_pi = float(F32(math.pi / 2))
+    same = TagParams(min_turn=-half_pi, max_turn=half_pi)
+    assert np.array_equal(same.turn_table, warpdrive_table(-math.pi / 2, math.pi / 2, 10))
 
 
 def test_a_left_turn_and_its_mirror_return_exactly_to_direction_zero():

@@ -38,7 +38,7 @@ def list_envs() -> list[str]:
 
 def __getattr__(name: str):
     if name == "register":  # gymnasium is imported only when this is used
-        from gpu_vecenv.registration import register
+        from gpu_vecenv.register_env import register
 
         return register
     if name == "GpuVectorEnv":

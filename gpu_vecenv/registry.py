@@ -3,7 +3,7 @@
 Adding a shipped env: one line here, one ``envs/<name>.py`` exporting ``DEFINITION`` (or,
 for a multi-agent env, its own vector class), one ``cuda_src/<name>.cu``, and their tests.
 A user's env joins the same table at run time through
-:func:`gpu_vecenv.registration.register` (``gpu_vecenv.register``).
+:func:`gpu_vecenv.register_env.register` (``gpu_vecenv.register``).
 
 An id may name the module that registers it, as Gymnasium's ``make`` allows:
 ``"my_package.my_env:MyEnv-v0"`` imports ``my_package.my_env`` first, so a config file or

@@ -5,8 +5,10 @@ tests/train/test_registered_envs.py, the tutorial's CLI run in tests/examples.""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -15,7 +17,7 @@ import gpu_vecenv
 from gpu_vecenv.checks import check_env
 from gpu_vecenv.envs import tag_grid
 from gpu_vecenv.multi_agent import MultiAgentVectorEnv
-from gpu_vecenv.registration import RegistrationError
+from gpu_vecenv.register_env import RegistrationError
 from gpu_vecenv.registry import ENVS, UnknownEnvError
 from tests.runtime.counting_env import BOX_COUNTING, COUNTING
 
@@ -246,3 +248,31 @@ def test_an_env_without_kernels_falls_back_to_torch_under_auto(monkeypatch):
     assert name == "torch"
     with pytest.raises(KernelsUnavailable):
         backends.build_backend("cuda", cuda, lambda: binding_for(COUNTING), lambda: None)
+
+
+FIRST_THING = """
+import sys
+import gpu_vecenv
+gpu_vecenv.make_vec("GPUCartPole-v1", 1, device="cpu")  # imports gymnasium, then the hook runs
+import gymnasium
+assert "GPUTag-v0" in gymnasium.registry
+from tests.runtime.counting_env import COUNTING
+gpu_vecenv.register("Counting-v0", COUNTING)
+print(gymnasium.make_vec("Counting-v0", num_envs=3, device="cpu").num_envs)
+"""
+
+
+def test_making_an_env_first_thing_in_a_fresh_interpreter_registers_every_id():
+    """``gpu_vecenv.make_vec`` imports our registration module, then gymnasium, whose import
+    runs the start-up hook, which needs that module: a circular import there would leave
+    every id unregistered with Gymnasium (a warning, then "No registered env")."""
+    result = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", FIRST_THING],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["3"]

@@ -128,6 +128,8 @@ def test_unknown_ids_say_how_to_register():
         gpu_vecenv.make_vec("Countin-v0")
     with pytest.raises(UnknownEnvError, match=r"registered first, with gpu_vecenv.register"):
         gpu_vecenv.make_vec("PointReach-v0")
+    with pytest.raises(TypeError, match=r"terminate_a \(did you mean terminate_at\?\)"):
+        gpu_vecenv.make_vec("Counting-v0", terminate_a=3.0)
     gym.register("GymOnly-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv")
     try:
         with pytest.raises(UnknownEnvError, match="registered with Gymnasium but not with"):

@@ -1,6 +1,7 @@
-"""The custom-env tutorial's env (examples/custom_env): conformance, registration, its .cu
-builds for sm_90, and its kernel math equals the torch reference by state injection (run on
-the CPU through examples/custom_env/host_check.cu)."""
+"""The custom-env tutorial's env (examples/custom_env): conformance, registration, the
+tutorial's last step (training it with the `gpu-vecenv` CLI), its .cu builds for sm_90, and
+its kernel math equals the torch reference by state injection (run on the CPU through
+examples/custom_env/host_check.cu)."""
 
 from __future__ import annotations
 

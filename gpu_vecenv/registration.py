@@ -110,7 +110,7 @@ def multi_agent_message(env_id: str) -> str:
             f"builds a single-agent Env. Use gymnasium.make_vec({env_id!r}, num_envs=G) "
             f"(one vector slot per agent), gpu_vecenv.parallel_env({env_id!r}, num_games=G) "
             f"(a batched PettingZoo ParallelEnv of tensors), or "
-            f"gpu_vecenv.adapters.pettingzoo.parallel_env({env_id!r}) (one game, numpy)")
+            f"gpu_vecenv.adapters.pettingzoo.parallel_env({env_id!r}) (one game, numpy).")
 
 
 def make_single(env_id: str, **kwargs: Any):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train.config import ALGO_CONFIGS, Config, DDPGConfig
@@ -328,7 +328,7 @@ def check_compatible(saved: dict[str, Any], config: Config, path: Path) -> None:
                                    + "; ".join(diffs))
 
 
-def train(config: Config | str, algo_config: Any = None, *, resume: bool = False,
+def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: bool = False,
           callback: Callable[[dict[str, Any]], bool | None] | None = None,
           **trainer: Any) -> TrainResult:
     """Train and return a :class:`TrainResult`.

@@ -5,6 +5,7 @@ when used. The public API::
 
     gpu_vecenv.make_vec("GPUCartPole-v1", num_envs=4096, device="cuda")
     gpu_vecenv.list_envs()
+    gpu_vecenv.register("MyEnv-v0", MY_DEFINITION)    # then make it, train it, by id
 
 and, after ``pip install``, plain ``gymnasium.make_vec("GPUCartPole-v1", num_envs=4096)``.
 """
@@ -16,7 +17,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "parallel_env", "__version__"
+    "GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "parallel_env", "register",
+    "__version__",
 ]
 
 
@@ -35,6 +37,10 @@ def list_envs() -> list[str]:
 
 
 def __getattr__(name: str):
+    if name == "register":  # gymnasium is imported only when this is used
+        from gpu_vecenv.register_env import register
+
+        return register
     if name == "GpuVectorEnv":
         from gpu_vecenv.vector_env import GpuVectorEnv
 
@@ -47,9 +53,10 @@ def __getattr__(name: str):
 
 
 def parallel_env(env_id: str, num_games: int = 1, **kwargs: Any):
-    """``num_games`` games of a multi-agent env (``"GPUTag-v0"``, ``"GPUTagGrid-v0"``) as one
-    batched PettingZoo ``ParallelEnv`` of tensors ``[num_games, ...]`` on the device; see
-    :mod:`gpu_vecenv.tag_parallel`. Needs pettingzoo (``pip install 'gpu-vecenv[pettingzoo]'``)."""
+    """``num_games`` games of a multi-agent env (``"GPUTag-v0"``, ``"GPUTagGrid-v0"`` or an id
+    registered with :func:`register`) as one batched PettingZoo ``ParallelEnv`` of tensors
+    ``[num_games, ...]`` on the device; see :mod:`gpu_vecenv.tag_parallel`. Needs
+    pettingzoo (``pip install 'gpu-vecenv[pettingzoo]'``)."""
     from gpu_vecenv.tag_parallel import parallel_env as _parallel_env
 
     return _parallel_env(env_id, num_games, **kwargs)

@@ -27,6 +27,7 @@ What it checks:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,13 +119,16 @@ def check_env(
     """
     report = CheckReport()
     if isinstance(env_or_definition, str):
-        from gpu_vecenv.registry import load_module
+        from gpu_vecenv.registry import get_entry, load_definition
 
-        module = load_module(env_or_definition)
-        if not hasattr(module, "DEFINITION") or not isinstance(module.DEFINITION, EnvDefinition):
+        definition = load_definition(env_or_definition)
+        if not isinstance(definition, EnvDefinition):
             env = _make_id(env_or_definition, num_envs, device, params)
             return _check_made_env(env, steps, seed, seed_sensitive, report)
-        env_or_definition = module.DEFINITION
+        fields = {f.name for f in dataclasses.fields(definition.params_type)}
+        registered = get_entry(env_or_definition).kwargs
+        params = {k: v for k, v in registered.items() if k in fields} | params
+        env_or_definition = definition
     if not isinstance(env_or_definition, EnvDefinition):
         if params:
             raise TypeError("params apply only to a definition or an id")

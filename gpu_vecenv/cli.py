@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 
@@ -121,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A console script's sys.path starts at its bin/ folder, not here as `python -m` does:
+    # append the working directory so that `--env my_module:MyEnv-v0` imports
+    # ./my_module.py (appended, so it cannot shadow an installed module).
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

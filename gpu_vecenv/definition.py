@@ -21,6 +21,7 @@ Shapes, with ``n`` the number of envs in the batch:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -66,11 +67,22 @@ class EnvDefinition:
 
     def make_params(self, **overrides: Any) -> Any:
         """Build the params dataclass, rejecting unknown names with a clear error."""
-        names = {f.name for f in dataclasses.fields(self.params_type)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise TypeError(
-                f"unknown parameter(s) for {self.name}: {', '.join(unknown)}; "
-                f"{self.params_type.__name__} accepts: {', '.join(sorted(names))}"
-            )
+        check_parameter_names(self.name, self.params_type, overrides)
         return self.params_type(**overrides)
+
+
+def check_parameter_names(env_name: str, params_type: type, given: dict[str, Any]) -> None:
+    """``TypeError`` naming the keys of ``given`` that are not fields of ``params_type``,
+    each with its closest field, and the fields it accepts."""
+    names = [f.name for f in dataclasses.fields(params_type)]
+    unknown = sorted(set(given) - set(names))
+    if not unknown:
+        return
+    described = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, names, n=1)
+        described.append(name + (f" (did you mean {close[0]}?)" if close else ""))
+    raise TypeError(
+        f"unknown parameter(s) for {env_name}: {', '.join(described)}; "
+        f"{params_type.__name__} accepts: {', '.join(sorted(names))}"
+    )

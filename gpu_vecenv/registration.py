@@ -1,66 +1,179 @@
-"""Gymnasium registration and the ``make_vec`` / ``make`` entry points of every id.
+"""The ``make_vec`` / ``make`` entry points of every registered id, and Gymnasium's view of
+the table.
 
 ``register_envs()`` is what the ``gymnasium.envs`` entry point and the start-up hook
-call; it only registers strings, so it costs nothing until an env is made. Gymnasium
-resolves ``"gpu_vecenv.registration:vector_GPUCartPole_v1"`` through this module's
-``__getattr__`` into a maker bound to that id.
+call for the shipped ids; it only registers strings, so it costs nothing until an env is
+made. Gymnasium resolves ``"gpu_vecenv.registration:vector_GPUCartPole-v1"`` through this
+module's ``__getattr__`` into a maker bound to that id. A user's env joins the table
+through :func:`gpu_vecenv.register_env.register` (``gpu_vecenv.register``).
+
+This module must not import gymnasium (or torch) when it is imported: the start-up hook
+imports it from inside ``import gymnasium``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import Any
 
-from gpu_vecenv.registry import ENVS, get_entry, load_module
-
-
-def _attr(env_id: str) -> str:
-    return env_id.replace("-", "_")
+from gpu_vecenv.registry import ENVS, SHIPPED_IDS, EnvEntry, get_entry, load_definition
 
 
 def register_envs() -> None:
-    """Register every id with Gymnasium (ids already present are left alone)."""
-    from gymnasium.envs.registration import register, registry
+    """Register every shipped id with Gymnasium (ids already present are left alone)."""
+    import gymnasium as gym
 
-    for entry in ENVS.values():
-        if entry.id in registry:
-            continue
-        register(
-            id=entry.id,
-            entry_point=f"gpu_vecenv.registration:single_{_attr(entry.id)}",
-            vector_entry_point=f"gpu_vecenv.registration:vector_{_attr(entry.id)}",
-            max_episode_steps=entry.max_episode_steps,
-            reward_threshold=entry.reward_threshold,
-        )
+    for env_id in SHIPPED_IDS:
+        if env_id not in gym.registry:
+            register_with_gymnasium(ENVS[env_id])
+
+
+def register_with_gymnasium(entry: EnvEntry) -> None:
+    """Add ``entry`` to Gymnasium's registry (its makers are this module's)."""
+    import gymnasium as gym
+
+    # A multi-agent env's time limit is its params' episode_length; Gymnasium would pass
+    # it on as max_episode_steps and clash with an episode_length given to make_vec.
+    single_agent = entry.module is not None or is_single_agent(entry.definition)
+    gym.register(
+        id=entry.id,
+        entry_point=f"gpu_vecenv.registration:single_{entry.id}",
+        vector_entry_point=f"gpu_vecenv.registration:vector_{entry.id}",
+        max_episode_steps=entry.max_episode_steps if single_agent else None,
+        reward_threshold=entry.reward_threshold,
+        kwargs=dict(entry.kwargs),
+    )
+
+
+def is_single_agent(definition: Any) -> bool:
+    """True for an ``EnvDefinition``, False for a ``MultiAgentDefinition``; else TypeError."""
+    from gpu_vecenv.definition import EnvDefinition
+    from gpu_vecenv.tag_definition import MultiAgentDefinition
+
+    if isinstance(definition, EnvDefinition):
+        return True
+    if isinstance(definition, MultiAgentDefinition):
+        return False
+    raise TypeError(f"definition must be an EnvDefinition or a MultiAgentDefinition, got "
+                    f"{type(definition).__name__}")
+
+
+# -- making envs --
+
+
+def vector_env_class(definition: Any) -> type:
+    """The runtime class of ``definition``: ``GpuVectorEnv`` or ``MultiAgentVectorEnv``."""
+    if is_single_agent(definition):
+        from gpu_vecenv.vector_env import GpuVectorEnv
+
+        return GpuVectorEnv
+    from gpu_vecenv.multi_agent import MultiAgentVectorEnv
+
+    return MultiAgentVectorEnv
 
 
 def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any):
-    """Make the vector env of ``env_id`` (what ``gymnasium.make_vec`` calls)."""
-    module = load_module(env_id)
-    vector_cls = getattr(module, "VECTOR_ENV", None)
-    if vector_cls is not None:
-        env = vector_cls(num_envs=num_envs, **kwargs)
-    else:
-        from gpu_vecenv.vector_env import GpuVectorEnv
+    """Make the vector env of ``env_id`` (what ``gymnasium.make_vec`` calls).
 
-        env = GpuVectorEnv(module.DEFINITION, num_envs, **kwargs)
+    ``num_envs``: envs, or games of a multi-agent env. ``kwargs``: as for
+    :class:`~gpu_vecenv.vector_env.GpuVectorEnv` (single-agent) or
+    :class:`~gpu_vecenv.multi_agent.MultiAgentVectorEnv`; the id's registered ``kwargs``
+    fill in what is not given."""
+    entry = get_entry(env_id)
+    kwargs = {**entry.kwargs, **kwargs}
+    if entry.definition is None:
+        import importlib
+
+        module = importlib.import_module(entry.module)
+        vector_cls = getattr(module, "VECTOR_ENV", None)
+        if vector_cls is not None:
+            env = vector_cls(num_envs=num_envs, **kwargs)
+        else:
+            from gpu_vecenv.vector_env import GpuVectorEnv
+
+            env = GpuVectorEnv(module.DEFINITION, num_envs, **kwargs)
+    else:
+        definition = entry.definition
+        if is_single_agent(definition):
+            kwargs.setdefault("max_episode_steps", entry.max_episode_steps)
+        elif entry.max_episode_steps is not None and "episode_length" not in kwargs:
+            kwargs.setdefault("max_episode_steps", entry.max_episode_steps)
+        env = vector_env_class(definition)(definition, num_envs, **kwargs)
     env.env_id = env_id
     return env
 
 
+def multi_agent_message(env_id: str) -> str:
+    """What to use instead of ``gymnasium.make`` for a multi-agent id."""
+    return (f"{env_id} is a multi-agent env (several agents per game); gymnasium.make "
+            f"builds a single-agent Env. Use gymnasium.make_vec({env_id!r}, num_envs=G) "
+            f"(one vector slot per agent), gpu_vecenv.parallel_env({env_id!r}, num_games=G) "
+            f"(a batched PettingZoo ParallelEnv of tensors), or "
+            f"gpu_vecenv.adapters.pettingzoo.parallel_env({env_id!r}) (one game, numpy).")
+
+
 def make_single(env_id: str, **kwargs: Any):
     """A one-env ``gymnasium.Env`` view of ``env_id`` (what ``gymnasium.make`` calls)."""
-    get_entry(env_id)
+    entry = get_entry(env_id)
+    if not is_single_agent(load_definition(env_id)):
+        # A game of many agents is not one gymnasium.Env: its agents act at once and
+        # leave one by one, which PettingZoo's ParallelEnv expresses and Env cannot.
+        raise TypeError(multi_agent_message(entry.id))
     from gpu_vecenv.single_env import SingleEnvView
 
-    return SingleEnvView(env_id, **kwargs)
+    return SingleEnvView(env_id, **{**entry.kwargs, **kwargs})
+
+
+def make_kwargs_of(env: Any) -> tuple[str, dict[str, Any]]:
+    """``(env_id, kwargs)`` such that ``make_vec(env_id, n, **kwargs)`` makes envs like
+    ``env`` (same definition, parameters and time limit; any ``n``, device, backend).
+
+    ``env`` is a vector env made by :func:`make_vec` (it knows its id) or directly from a
+    registered definition. ``kwargs`` holds only what differs from the id's defaults.
+    """
+    definition = getattr(env, "definition", None)
+    if definition is None:
+        raise TypeError(f"expected a gpu_vecenv vector env (GpuVectorEnv or "
+                        f"MultiAgentVectorEnv, unwrapped), got {type(env).__name__}")
+    env_id = getattr(env, "env_id", None)
+    if env_id is None:
+        ids = [i for i in ENVS if load_definition(i) is definition]
+        if not ids:
+            raise ValueError(
+                f"this env's definition {definition.name!r} is not registered, so it "
+                f"cannot be made again by id; register it first: "
+                f"gpu_vecenv.register('MyEnv-v0', definition)")
+        env_id = ids[0]
+    defaults = make_vec_params(env_id)
+    kwargs = {f.name: getattr(env.params, f.name) for f in dataclasses.fields(env.params)
+              if getattr(env.params, f.name) != getattr(defaults, f.name)}
+    if is_single_agent(definition):
+        if env.max_episode_steps != get_entry(env_id).max_episode_steps:
+            kwargs["max_episode_steps"] = env.max_episode_steps
+    return env_id, kwargs
+
+
+def make_vec_params(env_id: str) -> Any:
+    """The params dataclass that ``make_vec(env_id)`` builds when given no parameters."""
+    entry = get_entry(env_id)
+    definition = load_definition(env_id)
+    fields = {f.name for f in dataclasses.fields(definition.params_type)}
+    params = {k: v for k, v in entry.kwargs.items() if k in fields}
+    if is_single_agent(definition):
+        return definition.make_params(**params)
+    if entry.max_episode_steps is not None:
+        params.setdefault("episode_length", entry.max_episode_steps)
+    return definition.make_params(entry.kwargs.get("preset"), **params)
 
 
 def __getattr__(name: str):
     for prefix, maker in (("vector_", make_vec), ("single_", make_single)):
-        if name.startswith(prefix):
-            wanted = name[len(prefix):]
-            for env_id in ENVS:
-                if _attr(env_id) == wanted:
-                    return partial(maker, env_id)
+        if name.startswith(prefix) and name[len(prefix):] in ENVS:
+            return partial(maker, name[len(prefix):])
     raise AttributeError(f"module 'gpu_vecenv.registration' has no attribute {name!r}")
+
+
+__all__ = ["is_single_agent", "make_kwargs_of", "make_single", "make_vec", "make_vec_params",
+           "multi_agent_message", "register_envs", "register_with_gymnasium",
+           "vector_env_class"]

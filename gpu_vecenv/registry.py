@@ -1,14 +1,22 @@
 """The one table of env ids. Pure data: importing it loads neither torch nor gymnasium.
 
-Adding an env: one line here, one ``envs/<name>.py`` exporting ``DEFINITION`` (or, for
-a multi-agent env, its own vector class), one ``cuda_src/<name>.cu``, and their tests.
+Adding a shipped env: one line here, one ``envs/<name>.py`` exporting ``DEFINITION`` (or,
+for a multi-agent env, its own vector class), one ``cuda_src/<name>.cu``, and their tests.
+A user's env joins the same table at run time through
+:func:`gpu_vecenv.register_env.register` (``gpu_vecenv.register``).
+
+An id may name the module that registers it, as Gymnasium's ``make`` allows:
+``"my_package.my_env:MyEnv-v0"`` imports ``my_package.my_env`` first, so a config file or
+a command line can name a custom env that no code has imported yet.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -16,11 +24,17 @@ class EnvEntry:
     """One registered env id."""
 
     id: str
-    module: str
-    """Module holding the env: it exports ``DEFINITION`` (single-agent) or ``VECTOR_ENV``."""
+    module: str | None
+    """Module of a shipped env: it exports ``DEFINITION`` (single-agent) or ``VECTOR_ENV``;
+    ``None`` for an env registered at run time (``definition`` holds it)."""
     max_episode_steps: int | None
     reward_threshold: float | None = None
     summary: str = ""
+    definition: Any = None
+    """The ``EnvDefinition`` or ``MultiAgentDefinition`` of an env registered at run time."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Default keyword arguments of ``make_vec`` for this id (Gymnasium's ``EnvSpec.kwargs``):
+    env parameters, ``preset``, ``device``, ``backend``; those given to ``make_vec`` win."""
 
 
 ENVS: dict[str, EnvEntry] = {
@@ -41,6 +55,9 @@ ENVS: dict[str, EnvEntry] = {
     )
 }
 
+SHIPPED_IDS = tuple(ENVS)
+"""The ids of the envs inside gpu_vecenv (``ENVS`` also holds those registered since)."""
+
 
 class UnknownEnvError(KeyError):
     """An env id that is not registered."""
@@ -49,25 +66,75 @@ class UnknownEnvError(KeyError):
         return str(self.args[0])
 
 
-def get_entry(env_id: str) -> EnvEntry:
-    """The entry of ``env_id``, or :class:`UnknownEnvError` naming close matches."""
+def split_module(env_id: str) -> tuple[str | None, str]:
+    """``"pkg.mod:Env-v0"`` -> ``("pkg.mod", "Env-v0")``; ``"Env-v0"`` -> ``(None, "Env-v0")``."""
     if not isinstance(env_id, str):
         raise TypeError(f"env id must be a str, got {type(env_id).__name__}")
+    module, colon, name = env_id.partition(":")
+    if not colon:
+        return None, env_id
+    if not module or not name or ":" in name:
+        raise UnknownEnvError(f"malformed env id {env_id!r}: expected 'EnvName-v0' or "
+                              "'module.path:EnvName-v0'")
+    return module, name
+
+
+def _import_registering_module(module: str, env_id: str) -> None:
     try:
-        return ENVS[env_id]
-    except KeyError:
-        close = difflib.get_close_matches(env_id, list(ENVS), n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
+            raise  # the module exists but one of its own imports is missing
         raise UnknownEnvError(
-            f"unknown env id {env_id!r}.{hint} Registered: {', '.join(ENVS)}"
+            f"env id {env_id!r}: cannot import module {module!r} ({exc}). It must be "
+            "importable: run from the folder that holds it, add that folder to PYTHONPATH, "
+            "or install its package"
         ) from None
 
 
+def _unknown(name: str) -> UnknownEnvError:
+    close = difflib.get_close_matches(name, list(ENVS), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    gymnasium = sys.modules.get("gymnasium")
+    if gymnasium is not None and name in gymnasium.registry:
+        hint += (" It is registered with Gymnasium but not with gpu_vecenv: register its "
+                 "definition with gpu_vecenv.register(id, definition) instead.")
+    elif not close:
+        hint += (" A custom env must be registered first, with gpu_vecenv.register(id, "
+                 "definition), or named with its module, 'my_module:MyEnv-v0', so that "
+                 "importing the module registers it.")
+    return UnknownEnvError(f"unknown env id {name!r}.{hint} Registered: {', '.join(ENVS)}")
+
+
+def get_entry(env_id: str) -> EnvEntry:
+    """The entry of ``env_id`` (importing its module first for ``"module:Env-v0"``), or
+    :class:`UnknownEnvError` naming close matches."""
+    module, name = split_module(env_id)
+    if module is not None:
+        _import_registering_module(module, env_id)
+    try:
+        return ENVS[name]
+    except KeyError:
+        raise _unknown(name) from None
+
+
 def load_module(env_id: str):
-    """Import and return the module of ``env_id``."""
-    return importlib.import_module(get_entry(env_id).module)
+    """Import and return the module of a shipped ``env_id``."""
+    entry = get_entry(env_id)
+    if entry.module is None:
+        raise TypeError(f"{entry.id} was registered at run time; it has a definition, not a "
+                        "module (use load_definition)")
+    return importlib.import_module(entry.module)
+
+
+def load_definition(env_id: str) -> Any:
+    """The ``EnvDefinition`` or ``MultiAgentDefinition`` of ``env_id``."""
+    entry = get_entry(env_id)
+    if entry.definition is not None:
+        return entry.definition
+    return importlib.import_module(entry.module).DEFINITION
 
 
 def list_ids() -> list[str]:
-    """All registered ids, in table order."""
+    """All registered ids: the shipped ones in table order, then those registered since."""
     return list(ENVS)

@@ -13,7 +13,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.registry import load_module
+from gpu_vecenv.definition import EnvDefinition
+from gpu_vecenv.registry import load_definition
 
 
 class SingleEnvView(gym.Env):
@@ -33,19 +34,20 @@ class SingleEnvView(gym.Env):
                  **params: Any):
         from gpu_vecenv.vector_env import GpuVectorEnv
 
-        module = load_module(env_id)
-        if not hasattr(module, "DEFINITION"):
-            raise TypeError(f"{env_id} is multi-agent; use gymnasium.make_vec or "
-                            "gpu_vecenv.parallel_env")
+        definition = load_definition(env_id)
+        if not isinstance(definition, EnvDefinition):
+            from gpu_vecenv.registration import multi_agent_message
+
+            raise TypeError(multi_agent_message(env_id))
         self._vec = GpuVectorEnv(
-            module.DEFINITION, 1, device=device, autoreset_mode=AutoresetMode.DISABLED,
+            definition, 1, device=device, autoreset_mode=AutoresetMode.DISABLED,
             max_episode_steps=None, strict=True, render_mode=render_mode, **params,
         )
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
         self.render_mode = render_mode
         self.metadata = {"render_modes": self._vec.metadata["render_modes"],
-                         "render_fps": module.DEFINITION.render_fps}
+                         "render_fps": definition.render_fps}
         self.params = self._vec.params
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.backends.compiler import load_module
+from gpu_vecenv.backends.compiler import KernelsUnavailable, load_module
 from gpu_vecenv.backends.cuda import AUTORESET_CODES, f32
 from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.tag_torch_backend import GameOutputs
@@ -95,11 +95,13 @@ class TagCudaBackend:
     name = "cuda"
 
     def __init__(self, env: MultiAgentVectorEnv):
-        if env.device.type != "cuda":
-            raise RuntimeError(f"the CUDA backend needs a CUDA device, got {env.device}")
         name = env.definition.name
         if name not in ("tag", "tag_grid"):
-            raise RuntimeError(f"env {name!r} has no multi-agent CUDA kernels")
+            # under backend="auto" a custom multi-agent env falls back to the torch backend
+            raise KernelsUnavailable(f"env {name!r} has no multi-agent CUDA kernels (only "
+                                     "the shipped Tag envs have); use backend='torch'")
+        if env.device.type != "cuda":
+            raise RuntimeError(f"the CUDA backend needs a CUDA device, got {env.device}")
         self.env = env
         self.device = env.device
         self._device_index = env.device.index or 0

@@ -7,7 +7,6 @@ The runtime is :class:`gpu_vecenv.multi_agent.MultiAgentVectorEnv`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -16,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpu_vecenv.definition import State, StateField
+from gpu_vecenv.definition import State, StateField, check_parameter_names
 
 ROLES = ("tagger", "runner")
 """Role ids used in ``info["role"]``: 0 tagger, 1 runner."""
@@ -70,13 +69,7 @@ class MultiAgentDefinition:
     def make_params(self, preset: str | None = None, **overrides: Any) -> Any:
         """The params: a preset (or the defaults) with ``overrides``; unknown names are a
         ``TypeError`` listing the accepted ones."""
-        names = {f.name for f in dataclasses.fields(self.params_type)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise TypeError(
-                f"unknown parameter(s) for {self.name}: {', '.join(unknown)}; "
-                f"{self.params_type.__name__} accepts: {', '.join(sorted(names))}"
-            )
+        check_parameter_names(self.name, self.params_type, overrides)
         if preset is None:
             return self.params_type(**overrides)
         if preset not in self.presets:

@@ -1,17 +1,28 @@
-"""Shared test set-up: the ``gpu`` marker skips where torch sees no CUDA GPU.
+"""Shared test set-up.
 
-A GPU machine without a kernel compiler does not skip them: the CUDA tests fail there,
-saying what is missing (the kernels need no more than a CUDA build of torch)."""
+- The ``gpu`` marker: where torch sees no CUDA GPU, the ``gpu`` tests are deselected and
+  one line at the end says how many and why (a skip line per test told nothing more).
+  On a GPU machine they run; ``pytest -m gpu`` runs only them. A GPU machine without a
+  kernel compiler does not deselect them: the CUDA tests fail there, saying what is
+  missing (the kernels need no more than a CUDA build of torch).
+- Env ids: every test starts and ends with only the shipped ids registered, so an env
+  that a test registers (or that a tutorial module registers when a test file imports
+  it at collection) never leaks into another test.
+"""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 import torch
 
+_deselected_gpu_tests: list[str] = []
+
 
 def _gpu_missing() -> str | None:
     if not torch.cuda.is_available():
-        return "no CUDA GPU"
+        return "torch sees no CUDA GPU"
     return None
 
 
@@ -19,7 +30,42 @@ def pytest_collection_modifyitems(config, items):
     reason = _gpu_missing()
     if reason is None:
         return
-    skip = pytest.mark.skip(reason=f"gpu test: {reason}")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu:
+        return
+    items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
+    config.hook.pytest_deselected(items=gpu)
+    _deselected_gpu_tests[:] = [reason, *(item.nodeid for item in gpu)]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _deselected_gpu_tests:
+        reason, *tests = _deselected_gpu_tests
+        terminalreporter.write_line(
+            f"{len(tests)} gpu tests deselected: {reason} (they run on a GPU machine; "
+            "`pytest -m gpu` runs only them)"
+        )
+
+
+def _forget_custom_env_ids() -> None:
+    """Drop every id registered since start-up, from our table and from Gymnasium's."""
+    from gpu_vecenv.registry import ENVS, SHIPPED_IDS
+
+    gymnasium = sys.modules.get("gymnasium")
+    for env_id in [i for i in ENVS if i not in SHIPPED_IDS]:
+        del ENVS[env_id]
+        spec = gymnasium.registry.get(env_id) if gymnasium is not None else None
+        if spec is not None and str(spec.entry_point).startswith("gpu_vecenv.registration:"):
+            del gymnasium.registry[env_id]
+
+
+@pytest.fixture(autouse=True)
+def _only_shipped_env_ids():
+    _forget_custom_env_ids()
+    gymnasium = sys.modules.get("gymnasium")
+    gymnasium_ids = dict(gymnasium.registry) if gymnasium is not None else None
+    yield
+    _forget_custom_env_ids()
+    if gymnasium_ids is not None:  # a test that overrode a Gymnasium id gets it back
+        gymnasium.registry.clear()
+        gymnasium.registry.update(gymnasium_ids)

@@ -16,6 +16,10 @@ Position and target uniform in ``[-1, 1)``, velocity 0.
 ## Episode End
 Terminated within ``goal_tolerance`` of the target at a speed below ``speed_tolerance``;
 truncated after 200 steps.
+
+## Registration
+Importing this module registers ``PointReach-v0``; ``"point_reach:PointReach-v0"`` imports
+it and names the env (run from this folder, or put it on ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+import gpu_vecenv
 from gpu_vecenv.backends.cuda import KernelBinding
 from gpu_vecenv.definition import EnvDefinition, State, StateField
 from gpu_vecenv.seeding import uniform
@@ -108,12 +113,7 @@ DEFINITION = EnvDefinition(
 )
 
 
-def register(env_id: str = "PointReach-v0") -> None:
-    """Make ``gymnasium.make_vec(env_id, num_envs=...)`` build this env."""
-    from functools import partial
-
-    from gpu_vecenv.vector_env import GpuVectorEnv
-
-    if env_id not in gym.registry:
-        gym.register(id=env_id, vector_entry_point=partial(GpuVectorEnv, DEFINITION),
-                     max_episode_steps=DEFINITION.max_episode_steps)
+# Importing this module registers the env (as Gymnasium's own env modules do), so that
+# "point_reach:PointReach-v0" names it anywhere an id goes: gpu_vecenv.make_vec,
+# gymnasium.make_vec, the trainer's config, `gpu-vecenv train --env point_reach:PointReach-v0`.
+gpu_vecenv.register("PointReach-v0", DEFINITION)

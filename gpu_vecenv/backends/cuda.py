@@ -29,7 +29,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.backends.base import BackendContext
-from gpu_vecenv.backends.compiler import load_module
+from gpu_vecenv.backends.compiler import KernelsUnavailable, load_module
 from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.buffers import StepOutputs
 
@@ -208,7 +208,9 @@ def binding_for(definition) -> KernelBinding:
     """The :class:`KernelBinding` of an env definition, or a clear error."""
     binding = getattr(definition, "kernel_binding", None) or BINDINGS.get(definition.name)
     if binding is None:
-        raise RuntimeError(
+        # KernelsUnavailable: under backend="auto" an env without kernels (a custom env
+        # registered without a KernelBinding) runs on the torch backend with a notice.
+        raise KernelsUnavailable(
             f"env {definition.name!r} has no CUDA kernels; use backend='torch' "
             f"(kernels exist for: {', '.join(sorted(BINDINGS))})"
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train.config import ALGO_CONFIGS, Config, DDPGConfig
@@ -49,7 +49,7 @@ def resolve_device(name: str) -> torch.device:
 
 def make_env(config: Config, device: torch.device, num_envs: int | None = None, **kwargs):
     """The training env (SAME_STEP autoreset so ``final_obs`` is available, reused
-    output buffers)."""
+    output buffers). ``trainer.env`` is any registered id, ``"module:Env-v0"`` included."""
     from gpu_vecenv.registration import make_vec
 
     t = config.trainer
@@ -79,10 +79,13 @@ class Trainer:
         resume: continue from ``<run_dir>/checkpoints/latest.pt``.
         callback: called with each logged row; returning ``False`` stops training
             (a checkpoint is written first).
+        env: train on this vector env instead of making one from ``config`` (see
+            :func:`train`); ``config.trainer`` must describe it.
     """
 
     def __init__(self, config: Config, resume: bool = False,
-                 callback: Callable[[dict[str, Any]], bool | None] | None = None):
+                 callback: Callable[[dict[str, Any]], bool | None] | None = None,
+                 env: Any = None):
         self.config = config
         t = config.trainer
         self.device = resolve_device(t.device)
@@ -94,7 +97,7 @@ class Trainer:
         if not resume and (self.run_dir / "metrics.jsonl").exists():
             raise ValueError(f"run directory {self.run_dir} already holds a run; resume it "
                              "with --resume or choose another trainer.run_dir")
-        self.env = make_env(config, self.device)
+        self.env = make_env(config, self.device) if env is None else env
         torch.manual_seed(t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
         self.groups: list[PolicyGroup] = build_groups(config, self.env, self.device,
@@ -325,17 +328,31 @@ def check_compatible(saved: dict[str, Any], config: Config, path: Path) -> None:
                                    + "; ".join(diffs))
 
 
-def train(config: Config | str, algo_config: Any = None, *, resume: bool = False,
+def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: bool = False,
           callback: Callable[[dict[str, Any]], bool | None] | None = None,
           **trainer: Any) -> TrainResult:
     """Train and return a :class:`TrainResult`.
 
-    ``config`` is a full :class:`Config`, or an env id; then ``algo_config`` (a
-    ``PPOConfig``, ``A2CConfig`` or ``DDPGConfig``) picks the algorithm and
-    ``trainer`` sets fields of :class:`TrainerConfig`::
+    ``config`` is a full :class:`Config`, or an env id, or a vector env made by gpu_vecenv
+    (in ``SAME_STEP`` autoreset mode); then ``algo_config`` (a ``PPOConfig``, ``A2CConfig``
+    or ``DDPGConfig``) picks the algorithm and ``trainer`` sets fields of
+    :class:`TrainerConfig`::
 
         result = train("GPUCartPole-v1", PPOConfig(), num_envs=64, total_steps=200_000)
+        envs = gpu_vecenv.make_vec("PointReach-v0", 64, autoreset_mode="SameStep")
+        result = train(envs, PPOConfig(), total_steps=200_000)
+
+    An env instance is trained on as it is; its id, size, device, backend and parameters
+    fill in ``trainer`` (so evaluation and ``--resume`` can make it again by id).
     """
+    env = None
+    if not isinstance(config, (str, Config)):
+        from gpu_vecenv.train.env_instance import trainer_fields_of
+
+        env = config
+        described = trainer_fields_of(env, trainer)
+        config = described.pop("env")
+        trainer = {**described, **trainer}
     if isinstance(config, str):
         raw: dict[str, Any] = {"trainer": {"env": config, **trainer}}
         if algo_config is not None:
@@ -349,4 +366,4 @@ def train(config: Config | str, algo_config: Any = None, *, resume: bool = False
         config = config_from_dict(raw)
     elif trainer or algo_config is not None:
         raise TypeError("pass trainer fields and algo_config only with an env id")
-    return Trainer(config, resume=resume, callback=callback).run()
+    return Trainer(config, resume=resume, callback=callback, env=env).run()

@@ -1,9 +1,11 @@
-"""The custom-env tutorial's env (examples/custom_env): conformance, registration, its .cu
-builds for sm_90, and its kernel math equals the torch reference by state injection (run on
-the CPU through examples/custom_env/host_check.cu)."""
+"""The custom-env tutorial's env (examples/custom_env): conformance, registration, the
+tutorial's last step (training it with the `gpu-vecenv` CLI), its .cu builds for sm_90, and
+its kernel math equals the torch reference by state injection (run on the CPU through
+examples/custom_env/host_check.cu)."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+import gpu_vecenv
 from gpu_vecenv.backends.compiler import CUDA_SRC, build_command, find_nvcc
 from gpu_vecenv.checks import check_env
 from gpu_vecenv.vector_env import GpuVectorEnv
@@ -29,11 +32,41 @@ def test_check_env_passes():
     assert {"reference", "api", "autoreset", "state", "seeding"} <= set(report.passed)
 
 
-def test_registered_with_gymnasium():
-    point_reach.register("PointReach-v0")
+def test_importing_its_module_registers_it():
+    importlib.reload(point_reach)  # the import did this; the test set-up undid it
+    importlib.reload(point_reach)  # a module run twice (autoreload) is no duplicate id
     envs = gym.make_vec("PointReach-v0", num_envs=4, device="cpu")
     obs, _ = envs.reset(seed=0)
     assert obs.shape == (4, 3) and bool((obs[:, 1] == 0).all())
+    assert envs.max_episode_steps == 200
+    assert gpu_vecenv.make_vec("PointReach-v0", 4).definition is point_reach.DEFINITION
+    single = gym.make("PointReach-v0")
+    assert single.spec.max_episode_steps == 200 and single.reset(seed=0)[0].shape == (3,)
+
+
+def _cli() -> list[str]:
+    """The console script a user runs (its sys.path does not hold the working folder)."""
+    script = Path(sys.executable).with_name("gpu-vecenv")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "gpu_vecenv.cli"]
+
+
+def test_the_tutorials_last_step_trains_it_with_the_cli(tmp_path):
+    run_dir = tmp_path / "run"
+    train = subprocess.run(
+        [*_cli(), "train", "--env", "point_reach:PointReach-v0", "--num-envs", "8",
+         "--total-steps", "256", "--device", "cpu", "--no-progress", "--run-dir", str(run_dir),
+         "--set", "ppo.num_steps=16", "--set", "trainer.eval_episodes=2"],
+        cwd=HERE, capture_output=True, text=True, timeout=240, check=False)
+    assert train.returncode == 0, train.stderr
+    assert "training point_reach:PointReach-v0 with ppo" in train.stdout
+    assert "evaluation over 2 episodes" in train.stdout
+    assert "env: point_reach:PointReach-v0" in (run_dir / "config.yaml").read_text()
+    # a later command in the same folder makes the env again from the run's config
+    evaluate = subprocess.run([*_cli(), "eval", str(run_dir), "--episodes", "2", "--device",
+                               "cpu"], cwd=HERE, capture_output=True, text=True, timeout=240,
+                              check=False)
+    assert evaluate.returncode == 0, evaluate.stderr
+    assert "evaluation over 2 episodes" in evaluate.stdout
 
 
 @nvcc_required

@@ -196,8 +196,8 @@ def test_main_job_without_a_tty_prints_progress_lines_and_stops_when_solved(tmp_
     then checkpoints and evaluates as at the normal end."""
     run_dir = tmp_path / "run"
     proc = run_cli("train", "--env", "GPUCartPole-v1", "--num-envs", "8", "--device", "cpu",
-                   "--run-dir", run_dir, "--set", "ppo.num_steps=16", "--set",
-                   "ppo.learning_rate=0.001", "--set", "trainer.log_interval=1",
+                   "--run-dir", run_dir, "--set", "ppo.num_steps=16",
+                   "--set", "trainer.log_interval=1",
                    "--set", "trainer.stop_at_return=30", "--set", "trainer.progress_interval=0",
                    "--set", "trainer.eval_episodes=2", "--set", "trainer.tensorboard=false")
     lines = [line for line in proc.stderr.splitlines() if line.startswith("step ")]

@@ -28,12 +28,12 @@ def format_duration(seconds: float) -> str:
 
 
 def format_returns(returns: dict[str, float] | None) -> str:
-    """``212.4`` for one policy, ``tagger 3.21, runner -0.52`` for several; ``-`` before
-    the first finished episode."""
+    """``212.4`` for the one policy of a single-agent run (``default``), ``tagger 3.21,
+    runner -0.52`` per policy otherwise; ``-`` before the first finished episode."""
     if not returns:
         return "-"
-    if len(returns) == 1:
-        return f"{next(iter(returns.values())):.1f}"
+    if list(returns) == ["default"]:
+        return f"{returns['default']:.1f}"
     return ", ".join(f"{name} {value:.2f}" for name, value in returns.items())
 
 

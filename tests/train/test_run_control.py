@@ -16,7 +16,7 @@ from gpu_vecenv.train import trainer as trainer_module
 from gpu_vecenv.train.cli import _format_evaluation
 from gpu_vecenv.train.config_loading import load_config
 from gpu_vecenv.train.logger import tensorboard_tag
-from gpu_vecenv.train.progress import Progress, format_duration
+from gpu_vecenv.train.progress import Progress, format_duration, format_returns
 from gpu_vecenv.train.stopping import (
     ReturnWindow,
     TrainingInterrupted,
@@ -239,6 +239,8 @@ def test_progress_without_a_terminal_prints_plain_lines():
     Progress(False, 10_000, 0, interval=0.0, stream=disabled).update(5_000)
     assert disabled.getvalue() == ""
     assert [format_duration(s) for s in (59, 191, 7500)] == ["59s", "3m11s", "2h05m"]
+    assert format_returns({"default": 212.44}) == "212.4"
+    assert format_returns({"runner": -10.0}) == "runner -10.00"  # a team is named
 
 
 def test_a_gpu_sized_config_on_the_cpu_warns_once(tmp_path):

@@ -163,9 +163,8 @@ def main(args: argparse.Namespace) -> int:
               f"{stop.checkpoint}\nresume with: gpu-vecenv train --resume {run}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        print(f"\ninterrupted again: stopped without saving; {_what_is_left(trainer, run)}",
-              file=sys.stderr)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one during the final evaluation
+        print(f"\ninterrupted: {_what_is_left(trainer, run)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if result.stopped == "stop_at_return":
         print(f"solved: {_reached(result.recent_returns, trainer.return_thresholds)} at step "
@@ -188,12 +187,16 @@ def _what_is_left(trainer, run: str) -> str:
     """After a Ctrl-C that did not save: how to go on from the run directory."""
     from gpu_vecenv.train.run_directory import has_logged_rows
 
+    if trainer.finished is not None and trainer.saved_step == trainer.global_step:
+        return (f"training had finished and is saved (step {trainer.global_step:,}); "
+                f"evaluate it with: gpu-vecenv eval {run}")
     if trainer.saved_step is not None:
-        return (f"the last checkpoint (step {trainer.saved_step:,}) resumes with: "
-                f"gpu-vecenv train --resume {run}")
+        return (f"stopped without saving; the last checkpoint (step "
+                f"{trainer.saved_step:,}) resumes with: gpu-vecenv train --resume {run}")
     if has_logged_rows(trainer.run_dir):
-        return f"no checkpoint was written; start afresh with --run-dir {run} --overwrite"
-    return "nothing was trained; the same command starts the run again"
+        return ("stopped without saving, before the first checkpoint; start afresh with "
+                f"--run-dir {run} --overwrite")
+    return "stopped before anything was trained; the same command starts the run again"
 
 
 def _thresholds(trainer) -> str:

@@ -274,3 +274,24 @@ def test_a_multi_policy_evaluation_reports_each_team_not_a_joint_mean():
     text = _format_evaluation(ev)
     assert "mean return 0.10" not in text and "over 4 games" in text
     assert "tagger: 9.500 per agent, 95.000 per game" in text and "runner: -0.900" in text
+
+
+def test_after_a_ctrl_c_that_did_not_save_the_cli_says_what_is_left(tmp_path):
+    from types import SimpleNamespace
+
+    from gpu_vecenv.train.cli import _what_is_left
+
+    def trainer(saved_step, global_step=512, finished=None):
+        return SimpleNamespace(
+            saved_step=saved_step, global_step=global_step, finished=finished, run_dir=tmp_path
+        )
+
+    assert "the same command starts the run again" in _what_is_left(trainer(None), "R")
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    assert "--run-dir R --overwrite" in _what_is_left(trainer(None), "R")
+    assert "checkpoint (step 256) resumes with: gpu-vecenv train --resume R" in _what_is_left(
+        trainer(256), "R"
+    )
+    assert "evaluate it with: gpu-vecenv eval R" in _what_is_left(
+        trainer(512, finished="total_steps"), "R"
+    )

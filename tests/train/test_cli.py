@@ -225,17 +225,19 @@ def test_no_progress_prints_no_progress_lines(tmp_path):
     assert "step " not in proc.stderr and "done: 256 env steps" in proc.stdout
 
 
-def test_overwrite_reuses_a_run_directory(tmp_path):
+def test_overwrite_reuses_a_run_directory(tmp_path, capsys):
+    # In-process: four runs, no interpreter start-ups.
     run_dir = tmp_path / "r"
-    args = ("train", "--num-envs", "4", "--total-steps", "64", "--device", "cpu",
-            "--run-dir", run_dir, "--no-progress", "--set", "ppo.num_steps=8",
+    args = ["train", "--num-envs", "4", "--total-steps", "64", "--device", "cpu",
+            "--run-dir", str(run_dir), "--no-progress", "--set", "ppo.num_steps=8",
             "--set", "trainer.eval_episodes=0", "--set", "trainer.tensorboard=false",
-            "--set", "trainer.log_interval=1")
-    run_cli(*args)
-    proc = run_cli(*args, check=False)
-    assert proc.returncode == 2 and "--overwrite" in proc.stderr and "--resume" in proc.stderr
-    run_cli(*args, "--overwrite", "--seed", "5")
+            "--set", "trainer.log_interval=1"]
+    assert cli_main(args) == 0
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and "--resume" in err and len(err.splitlines()) == 1
+    assert cli_main([*args, "--overwrite", "--seed", "5"]) == 0
     assert (run_dir / "metrics.jsonl").read_text().count("\n") == 2  # only the new run's
     assert "seed: 5" in (run_dir / "config.yaml").read_text()
-    proc = run_cli("train", "--resume", run_dir, "--overwrite", check=False)
-    assert proc.returncode == 2 and "not both" in proc.stderr
+    assert cli_main(["train", "--resume", str(run_dir), "--overwrite"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import time
 from importlib import metadata
@@ -70,6 +71,15 @@ def _configs_main(args: argparse.Namespace) -> int:
     print(f"\ntrain one: gpu-vecenv train NAME; see it whole: gpu-vecenv train NAME "
           f"--print-config;\nthe files (copy one to edit it): {CONFIG_DIR}")
     return 0
+
+
+def _plain_text(docstring: str | None) -> str | None:
+    """A module docstring as --help shows it: reST roles and literals as plain text
+    (``:mod:`gpu_vecenv.bench``` -> gpu_vecenv.bench, ````x```` -> x)."""
+    if docstring is None:
+        return None
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", docstring)
+    return text.replace("``", "")
 
 
 def _version() -> str:
@@ -166,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
             module = importlib.import_module(module_name)
         except ImportError:
             continue
-        p = sub.add_parser(name, help=help_text, description=module.__doc__)
+        p = sub.add_parser(name, help=help_text, description=_plain_text(module.__doc__))
         module.configure_parser(p)
         p.set_defaults(func=module.main)
     return parser

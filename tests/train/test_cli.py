@@ -116,6 +116,14 @@ def test_help_config_shows_the_values_this_command_would_use(capsys):
     assert "ddpg.tau = 0.005" in out and "trainer.num_envs = 16" in out
 
 
+@pytest.mark.parametrize("command", ["train", "eval", "bench", "compile", "configs", "list"])
+def test_help_shows_no_rest_markup(command, capsys):
+    with pytest.raises(SystemExit):
+        cli_main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "`" not in out and f"gpu-vecenv {command}" in out
+
+
 def test_version(capsys):
     from gpu_vecenv import __version__
 

@@ -4,10 +4,13 @@ Subcommands live in their own modules, imported only when used; each module expo
 ``configure_parser(parser)`` and ``main(args) -> int``:
 
 - ``list``  — registered envs and their spaces (here);
+- ``configs`` — the shipped training configs (here);
 - ``bench`` — throughput over env counts (:mod:`gpu_vecenv.bench`);
 - ``train`` / ``eval`` — the native trainer (:mod:`gpu_vecenv.train.cli`);
 - ``rollout`` — a random-action roll-out printing env-steps/s (here);
 - ``compile`` — every shipped kernel into the cache (:mod:`gpu_vecenv.compile_cli`).
+
+Bad input ends with one line on stderr and exit status 2; Ctrl-C with exit status 130.
 """
 
 from __future__ import annotations
@@ -15,8 +18,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import time
+from importlib import metadata
+
+DESCRIPTION = ("gpu-vecenv: GPU vector environments (Gymnasium, PettingZoo) and a native "
+               "PPO/A2C/DDPG trainer")
 
 _SUBCOMMANDS = {
     "bench": ("gpu_vecenv.bench", "throughput (env-steps/s) over a range of env counts"),
@@ -39,6 +47,53 @@ def _list_main(args: argparse.Namespace) -> int:
             print(f"{'':30s} {entry.summary}")
         env.close()
     return 0
+
+
+def _configs_main(args: argparse.Namespace) -> int:
+    from gpu_vecenv.train.presets import CONFIG_DIR, describe_presets
+
+    rows = describe_presets()
+    width = max(len(r["name"]) for r in rows)
+    env_width = max(len(r["env"]) for r in rows)
+    print(f"{'NAME':{width}}  {'ENV':{env_width}}  ALGO  {'ENVS':>5}  {'TOTAL STEPS':>12}  "
+          "NOTES")
+    for r in rows:
+        notes = []
+        if r["default"]:
+            notes.append(f"default of --env {r['env']}")
+        if r["stop_at_return"] is not None:
+            notes.append(f"stops at return {r['stop_at_return']:g}"
+                         if isinstance(r["stop_at_return"], float)
+                         else f"stops at returns {r['stop_at_return']}")
+        if args.verbose and r["summary"]:
+            notes.append(r["summary"])
+        print(f"{r['name']:{width}}  {r['env']:{env_width}}  {r['algo']:4}  "
+              f"{r['num_envs']:>5}  {r['total_steps']:>12,}  {'; '.join(notes)}")
+    print(f"\ntrain one: gpu-vecenv train NAME; see it whole: gpu-vecenv train NAME "
+          f"--print-config;\nthe files (copy one to edit it): {CONFIG_DIR}")
+    return 0
+
+
+def _plain_text(docstring: str | None) -> str | None:
+    """A module docstring as --help shows it: reST roles and literals as plain text
+    (``:mod:`gpu_vecenv.bench``` -> gpu_vecenv.bench, ````x```` -> x)."""
+    if docstring is None:
+        return None
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", docstring)
+    return text.replace("``", "")
+
+
+def _version() -> str:
+    from gpu_vecenv import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (f"gpu-vecenv {__version__} (torch {installed('torch')}, gymnasium "
+            f"{installed('gymnasium')}, Python {sys.version.split()[0]})")
 
 
 def _rollout_main(args: argparse.Namespace) -> int:
@@ -94,12 +149,19 @@ def _action_sampler(env, generator):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-vecenv", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="gpu-vecenv", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list the registered envs with their spaces")
     p.add_argument("-v", "--verbose", action="store_true", help="also print a summary")
     p.set_defaults(func=_list_main)
+
+    p = sub.add_parser("configs", help="list the shipped training configs (gpu-vecenv train "
+                                       "NAME trains one)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print each config's description")
+    p.set_defaults(func=_configs_main)
 
     p = sub.add_parser("rollout", help="random-action roll-out; prints env-steps/s")
     p.add_argument("--env", default="GPUCartPole-v1", help="env id (default GPUCartPole-v1)")
@@ -115,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
             module = importlib.import_module(module_name)
         except ImportError:
             continue
-        p = sub.add_parser(name, help=help_text, description=module.__doc__)
+        p = sub.add_parser(name, help=help_text, description=_plain_text(module.__doc__))
         module.configure_parser(p)
         p.set_defaults(func=module.main)
     return parser
@@ -127,12 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     # ./my_module.py (appended, so it cannot shadow an installed module).
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())
-    args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError) as exc:
-        print(f"gpu-vecenv {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        try:
+            return int(args.func(args) or 0)
+        except (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError) as exc:
+            print(f"gpu-vecenv {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+    except KeyboardInterrupt:  # a subcommand that handles Ctrl-C itself returns 130
+        print("\ninterrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ Train in a few lines::
                    total_steps=500_000, seed=1)
     print(result.evaluation["mean_return"], result.run_dir)
 
-or from a YAML file (``load_config("cartpole_ppo.yaml", ["ppo.learning_rate=1e-3"])``),
-or on the command line: ``gpu-vecenv train --env GPUCartPole-v1``. See docs/training.md.
+or from a YAML file or shipped config (``load_config("cartpole_ppo",
+["ppo.learning_rate=1e-3"])``), or on the command line: ``gpu-vecenv train --env
+GPUCartPole-v1``. See docs/training.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _EXPORTS = {
     "evaluate": "gpu_vecenv.train.evaluation",
     "load_models": "gpu_vecenv.train.evaluation",
     "default_config_path": "gpu_vecenv.train.presets",
+    "TrainingInterrupted": "gpu_vecenv.train.stopping",
     "TrainResult": "gpu_vecenv.train.trainer",
     "Trainer": "gpu_vecenv.train.trainer",
     "train": "gpu_vecenv.train.trainer",

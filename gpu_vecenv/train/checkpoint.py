@@ -4,8 +4,9 @@ A checkpoint is a dict of plain tensors, dicts, lists and numbers:
 ``format``, ``version``, ``config`` (the resolved config as a dict), ``counters``
 (``iteration``, ``global_step``), ``policies`` (per policy: model and optimizer state
 dicts, DDPG's replay buffer and noise state), ``rng`` (the sampling generator and
-torch's global RNG), ``env`` (the env's full state and current observations) and
-``episode_stats``.
+torch's global RNG), ``env`` (the env's full state and current observations),
+``episode_stats`` and ``return_windows`` (per policy, the ``[sum of returns, episodes]``
+rows that ``trainer.stop_at_return`` is measured over; absent in older checkpoints).
 """
 
 from __future__ import annotations

@@ -1,20 +1,25 @@
 """Train a policy with PPO, A2C or DDPG on a GPU vector env.
 
 Examples:
-  gpu-vecenv train --env GPUCartPole-v1                  (the env's shipped config)
-  gpu-vecenv train cartpole_ppo.yaml --set trainer.num_envs=8192 --set ppo.num_steps=16
-  gpu-vecenv train --env GPUPendulum-v1 --algo ddpg --total-steps 200000 --device cuda
+  gpu-vecenv train --env GPUCartPole-v1        (the env's shipped config; stops when solved)
+  gpu-vecenv train cartpole_ppo --set trainer.num_envs=8192 --set ppo.num_steps=16
+  gpu-vecenv train --env GPUPendulum-v1 --total-steps 200000 --device cuda
   gpu-vecenv train --resume runs/GPUCartPole-v1__ppo__1__20260101-120000
 
-Settings are applied in this order: defaults, the YAML file (a path, or the name of a
-shipped config such as cartpole_ppo), --section.key flags, --set, then the shortcuts
-(--env, --algo, --num-envs, --total-steps, --seed, --device, --run-dir, --no-progress).
+Settings apply in this order: defaults, the config (a shipped name or a YAML file),
+--SECTION.KEY VALUE options, --set, then the shortcuts (--env, --algo, --num-envs, ...).
+Every config key can be set; --help-config lists them with the values this command would
+use. Ctrl-C saves a checkpoint and prints the command that resumes the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
+import shlex
+import sys
+import textwrap
 import typing
 from pathlib import Path
 
@@ -25,48 +30,59 @@ _SHORTCUTS = {"env": "env", "algo": "algo", "num_envs": "num_envs",
               "total_steps": "total_steps", "seed": "seed", "device": "device",
               "run_dir": "run_dir"}
 
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
+
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Add the ``train`` options to ``parser``; every config field gets a
-    ``--section.key`` option whose help is the field's docstring."""
+    """Add the ``train`` options to ``parser``. Every config key is also an option
+    ``--SECTION.KEY VALUE``, left out of ``--help`` (``--help-config`` lists the keys)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("config", nargs="?", default=None,
-                        help="YAML config file, or a shipped config name (e.g. cartpole_ppo);"
-                             " default: the shipped config of --env")
+    parser.add_argument("config", nargs="?", default=None, metavar="CONFIG",
+                        help="a shipped config name (gpu-vecenv configs lists them) or a YAML "
+                             "file; default: the shipped config of --env")
+    parser.add_argument("--env", metavar="ID",
+                        help="env id (default GPUCartPole-v1; gpu-vecenv list shows them)")
+    parser.add_argument("--algo", choices=["ppo", "a2c", "ddpg"],
+                        help="algorithm (default: the config's; with --env alone, the env's "
+                             "shipped config for it)")
+    parser.add_argument("--num-envs", type=int, metavar="N",
+                        help="parallel envs (games for Tag); default: the config's")
+    parser.add_argument("--total-steps", type=int, metavar="N",
+                        help="env steps to train for; default: the config's")
+    parser.add_argument("--seed", type=int, metavar="S", help="seed (default: the config's)")
+    parser.add_argument("--device", metavar="D",
+                        help="auto (default: cuda if there is one), cpu, cuda, cuda:1, ...")
+    parser.add_argument("--run-dir", metavar="DIR",
+                        help="output directory (default runs/<env>__<algo>__<seed>__<time>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="SECTION.KEY=VALUE",
-                        help="override one config key (YAML value syntax); repeatable, any "
-                             "depth: --set policies.tagger.ppo.learning_rate=1e-3")
-    parser.add_argument("--env", help="trainer.env: registered env id")
-    parser.add_argument("--algo", choices=["ppo", "a2c", "ddpg"], help="trainer.algo")
-    parser.add_argument("--num-envs", type=int, help="trainer.num_envs")
-    parser.add_argument("--total-steps", type=int, help="trainer.total_steps")
-    parser.add_argument("--seed", type=int, help="trainer.seed")
-    parser.add_argument("--device", help="trainer.device (auto, cpu, cuda, cuda:1, ...)")
-    parser.add_argument("--run-dir", help="trainer.run_dir: output directory")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+                        help="set any config key (YAML syntax); repeatable: --set "
+                             "ppo.learning_rate=1e-3 --set trainer.stop_at_return=null")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar or progress lines")
     parser.add_argument("--resume", metavar="RUN_DIR",
-                        help="continue the run in RUN_DIR from its latest checkpoint (its "
-                             "config.yaml is the base config)")
+                        help="continue the run in RUN_DIR from its latest checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start afresh in a --run-dir that holds a run (deletes its "
+                             "checkpoints and logs)")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config as YAML and exit")
+    parser.add_argument("--help-config", action="store_true",
+                        help="list every config key with its meaning and the value this "
+                             "command would use, and exit")
     for section, cls in SECTIONS.items():
-        docs = field_docs(cls)
         hints = typing.get_type_hints(cls)
-        group = parser.add_argument_group(f"{section} settings",
-                                          (cls.__doc__ or "").strip().splitlines()[0])
         for f in dataclasses.fields(cls):
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            group.add_argument(f"--{section}.{f.name}", dest=f"field:{section}.{f.name}",
-                               default=argparse.SUPPRESS,
-                               metavar=type_name(hints[f.name]).replace(" ", "_"),
-                               help=f"{docs.get(f.name, '')} (default: {default!r})")
+            parser.add_argument(f"--{section}.{f.name}", dest=f"field:{section}.{f.name}",
+                                default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                                metavar=type_name(hints[f.name]).replace(" ", "_"))
 
 
 def resolve_config(args: argparse.Namespace):
     """The validated config of the command line (no env is built)."""
     from gpu_vecenv.train.config_loading import apply_override, config_from_dict
-    from gpu_vecenv.train.presets import CONFIG_DIR, default_config_path
+    from gpu_vecenv.train.presets import default_config_path, resolve_config_path
 
     raw: dict = {}
     if args.resume:
@@ -74,16 +90,13 @@ def resolve_config(args: argparse.Namespace):
         if not (run_dir / "config.yaml").is_file():
             raise FileNotFoundError(f"--resume: {run_dir} holds no config.yaml (not a run "
                                     "directory)")
-        raw = load_yaml(run_dir / "config.yaml")
         if args.config:
-            raise ValueError("give either a config file or --resume, not both")
+            raise ValueError("give either a config or --resume, not both")
+        if args.overwrite:
+            raise ValueError("give either --resume or --overwrite, not both")
+        raw = load_yaml(run_dir / "config.yaml")
     elif args.config:
-        path = Path(args.config)
-        if not path.exists():
-            shipped = CONFIG_DIR / (args.config if args.config.endswith(".yaml")
-                                    else f"{args.config}.yaml")
-            path = shipped if shipped.is_file() else path
-        raw = load_yaml(path)
+        raw = load_yaml(resolve_config_path(args.config))
     else:
         from gpu_vecenv.registry import get_entry
 
@@ -112,25 +125,50 @@ def resolve_config(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpu_vecenv.train.config_loading import save_yaml
+    import warnings
+
+    from gpu_vecenv.train.stopping import TrainingInterrupted
     from gpu_vecenv.train.trainer import Trainer
 
     config = resolve_config(args)
-    if args.print_config:
-        import sys
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            save_yaml(config, Path(tmp) / "config.yaml")
-            sys.stdout.write((Path(tmp) / "config.yaml").read_text())
+    if args.help_config:
+        sys.stdout.write(config_help(config, args))
         return 0
-    trainer = Trainer(config, resume=bool(args.resume))
+    if args.print_config:
+        sys.stdout.write(_yaml_text(config))
+        return 0
+    with warnings.catch_warnings(record=True) as caught:
+        trainer = Trainer(config, resume=bool(args.resume), overwrite=args.overwrite)
+    for warning in caught:  # one line each, not Python's file:line + source format
+        print(f"gpu-vecenv train: warning: {warning.message}", file=sys.stderr, flush=True)
     t = config.trainer
+    run = shlex.quote(str(trainer.run_dir))
+    if args.resume:
+        if trainer.finished is not None:
+            print(_finished_message(trainer, run))
+            return 0
+        print(f"resuming {trainer.run_dir} from step {trainer.global_step:,} (iteration "
+              f"{trainer.iteration:,} of {trainer.num_iterations:,})")
     print(f"training {t.env} with {t.algo} on {trainer.device} ({trainer.env.backend_name} "
           f"backend): {trainer.num_slots} slots x {trainer.steps_per_iteration} steps per "
-          f"iteration, {trainer.num_iterations} iterations; run directory {trainer.run_dir}",
-          flush=True)
-    result = trainer.run()
+          f"iteration, {trainer.num_iterations} iterations"
+          + (f", until the mean return reaches {_thresholds(trainer)}"
+             if trainer.return_thresholds else "")
+          + f"; run directory {trainer.run_dir}", flush=True)
+    try:
+        result = trainer.run()
+    except TrainingInterrupted as stop:
+        print(f"interrupted at step {stop.global_step:,} of "
+              f"{trainer.num_iterations * trainer.batch:,}; checkpoint saved: "
+              f"{stop.checkpoint}\nresume with: gpu-vecenv train --resume {run}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # a second Ctrl-C, or one during the final evaluation
+        print(f"\ninterrupted: {_what_is_left(trainer, run)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if result.stopped == "stop_at_return":
+        print(f"solved: {_reached(result.recent_returns, trainer.return_thresholds)} at step "
+              f"{result.global_step:,} (of total_steps {t.total_steps:,}); stopping early")
     rate = (result.global_step - (trainer.resumed_from or 0)) / max(result.seconds, 1e-9)
     print(f"done: {result.global_step:,} env steps in {result.seconds:.1f} s "
           f"({rate:,.0f} env-steps/s)")
@@ -145,11 +183,118 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _what_is_left(trainer, run: str) -> str:
+    """After a Ctrl-C that did not save: how to go on from the run directory."""
+    from gpu_vecenv.train.run_directory import has_logged_rows
+
+    if trainer.finished is not None and trainer.saved_step == trainer.global_step:
+        return (f"training had finished and is saved (step {trainer.global_step:,}); "
+                f"evaluate it with: gpu-vecenv eval {run}")
+    if trainer.saved_step is not None:
+        return (f"stopped without saving; the last checkpoint (step "
+                f"{trainer.saved_step:,}) resumes with: gpu-vecenv train --resume {run}")
+    if has_logged_rows(trainer.run_dir):
+        return ("stopped without saving, before the first checkpoint; start afresh with "
+                f"--run-dir {run} --overwrite")
+    return "stopped before anything was trained; the same command starts the run again"
+
+
+def _thresholds(trainer) -> str:
+    thresholds = trainer.return_thresholds
+    if list(thresholds) == ["default"]:
+        return f"{thresholds['default']:g}"
+    return ", ".join(f"{name} {value:g}" for name, value in thresholds.items())
+
+
+def _reached(recent: dict[str, tuple[float, int]], thresholds: dict[str, float]) -> str:
+    """``mean return 481.20 over the last 104 episodes >= 475``, per policy if several."""
+    parts = []
+    for name, threshold in thresholds.items():
+        mean, count = recent[name]
+        who = "" if name == "default" else f"{name}: "
+        parts.append(f"{who}mean return {mean:.2f} over the last {count} episodes >= "
+                     f"{threshold:g}")
+    return "; ".join(parts)
+
+
+def _finished_message(trainer, run: str) -> str:
+    t = trainer.config.trainer
+    if trainer.finished == "stop_at_return":
+        return (f"run {trainer.run_dir} is already finished: "
+                f"{_reached(trainer.recent_returns(), trainer.return_thresholds)} at step "
+                f"{trainer.global_step:,} (trainer.stop_at_return). Nothing to train; to "
+                f"train on: gpu-vecenv train --resume {run} --set trainer.stop_at_return=null;"
+                f" to evaluate: gpu-vecenv eval {run}")
+    return (f"run {trainer.run_dir} is already finished: {trainer.global_step:,} env steps "
+            f"trained (total_steps {t.total_steps:,}). Nothing to train; to train longer: "
+            f"gpu-vecenv train --resume {run} --total-steps {2 * t.total_steps}; to "
+            f"evaluate: gpu-vecenv eval {run}")
+
+
+def _yaml_text(config) -> str:
+    import tempfile
+
+    from gpu_vecenv.train.config_loading import save_yaml
+
+    with tempfile.TemporaryDirectory() as tmp:
+        save_yaml(config, Path(tmp) / "config.yaml")
+        return (Path(tmp) / "config.yaml").read_text()
+
+
+def config_help(config, args: argparse.Namespace) -> str:
+    """Every key of the sections this run uses (``trainer``, its algorithm), each with
+    the value this command line resolves to, its type and meaning."""
+    t = config.trainer
+    source = (f"the run in {args.resume}" if args.resume else f"config {args.config}"
+              if args.config else f"--env {t.env} (its shipped config)")
+    lines = textwrap.wrap(f"Config keys, with the values for {source}. Set any of them with "
+                          "--set SECTION.KEY=VALUE (YAML syntax: true, null, [64, 64]).", 96)
+    lines.append("")
+    for section in ("trainer", t.algo):
+        cls = SECTIONS[section]
+        hints = typing.get_type_hints(cls)
+        docs = field_docs(cls)
+        title = (cls.__doc__ or "").strip().splitlines()[0]
+        lines.append(f"{section}: {re.sub(r' [(]section ``[a-z0-9]+``[)]', '', title)}")
+        values = getattr(config, section)
+        for f in dataclasses.fields(cls):
+            value = getattr(values, f.name)
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            note = "" if value == default else f"; built-in default {_yaml_value(default)}"
+            lines.append(f"  {section}.{f.name} = {_yaml_value(value)}  "
+                         f"({type_name(hints[f.name])}{note})")
+            doc = " ".join(docs.get(f.name, "").split()).replace("``", "").replace("`", "")
+            lines += textwrap.wrap(doc, 96, initial_indent="      ", subsequent_indent="      ")
+        lines.append("")
+    others = [name for name in ("ppo", "a2c", "ddpg") if name != t.algo]
+    lines.append("policies: multi-agent runs: policy name -> agents (roles or ids) and")
+    lines.append("  overrides of the algorithm's keys (docs/training.md, Multi-agent).")
+    lines.append(f"The keys of {' and '.join(others)}: add --algo {others[0]} "
+                 f"(or --algo {others[1]}) --help-config.")
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_value(value) -> str:
+    """A value as written in YAML / --set: ``null``, ``true``, ``[64, 64]``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 def _format_evaluation(ev: dict) -> str:
-    text = (f"evaluation over {ev['episodes']} episodes: mean return {ev['mean_return']:.2f}"
-            f" (std {ev['std_return']:.2f}), mean length {ev['mean_length']:.1f}")
-    if len(ev["policies"]) > 1:
-        text += "".join(f"\n  {name}: {p['mean_return_per_agent']:.3f} per agent, "
-                        f"{p['mean_return_per_game']:.3f} per game"
-                        for name, p in ev["policies"].items())
-    return text
+    if len(ev["policies"]) == 1:
+        return (f"evaluation over {ev['episodes']} episodes: mean return "
+                f"{ev['mean_return']:.2f} (std {ev['std_return']:.2f}), mean length "
+                f"{ev['mean_length']:.1f}")
+    # Several policies (teams): a mean over taggers and runners together means nothing.
+    return (f"evaluation over {ev['episodes']} games: mean agent episode length "
+            f"{ev['mean_length']:.1f}; mean return per team:"
+            + "".join(f"\n  {name}: {p['mean_return_per_agent']:.3f} per agent, "
+                      f"{p['mean_return_per_game']:.3f} per game"
+                      for name, p in ev["policies"].items()))

@@ -3,8 +3,8 @@
 A run is described by :class:`Config` with sections ``trainer`` (:class:`TrainerConfig`),
 ``ppo``, ``a2c``, ``ddpg`` and ``policies`` (multi-agent: policy name -> agents and
 per-policy overrides of the algorithm's settings). The field docstrings below are the
-``--help`` text. Loading YAML, ``--set`` overrides and validation live in
-:mod:`gpu_vecenv.train.config_loading`.
+text of ``gpu-vecenv train --help-config``. Loading YAML, ``--set`` overrides and
+validation live in :mod:`gpu_vecenv.train.config_loading`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,18 @@ class TrainerConfig:
     """Run-level settings (section ``trainer``)."""
 
     env: str = "GPUCartPole-v1"
-    """registered env id (see `gpu-vecenv list`)"""
+    """registered env id (gpu-vecenv list shows them)"""
     algo: Literal["ppo", "a2c", "ddpg"] = "ppo"
     """algorithm: ppo, a2c or ddpg"""
     num_envs: int = 64
     """number of parallel envs (for a multi-agent env: games; slots = games x agents)"""
     total_steps: int = 500_000
     """env steps to train for, counted over all vector slots (agent-steps for Tag)"""
+    stop_at_return: float | dict | None = None
+    """stop early once the mean return of the last 100 or more finished episodes reaches
+    this (checked every log_interval iterations; checkpoint and evaluation follow as at
+    the end); several policies: a threshold per policy, e.g. {tagger: 20}, all must be
+    reached; null: train for total_steps"""
     seed: int = 1
     """seed of the envs, the network initialisation and the action sampling"""
     device: str = "auto"
@@ -43,7 +48,10 @@ class TrainerConfig:
     eval_episodes: int = 100
     """episodes of the deterministic policy evaluated after training (0: none)"""
     progress: bool = True
-    """show a progress bar (only when stderr is a terminal)"""
+    """show progress on stderr: a bar on a terminal, else a plain line every
+    progress_interval seconds (log files, CI, nohup)"""
+    progress_interval: float = 5.0
+    """seconds between plain progress lines when stderr is not a terminal"""
     tensorboard: bool = True
     """write TensorBoard event files (needs the tensorboard package)"""
     torch_threads: int = 0

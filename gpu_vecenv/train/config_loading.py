@@ -206,6 +206,9 @@ def validate(config: Config) -> None:
         raise ValueError(f"trainer.log_interval must be >= 1, got {t.log_interval}")
     if t.checkpoint_interval < 0 or t.eval_episodes < 0:
         raise ValueError("trainer.checkpoint_interval and trainer.eval_episodes must be >= 0")
+    if t.progress_interval < 0:
+        raise ValueError(f"trainer.progress_interval must be >= 0, got {t.progress_interval}")
+    t.stop_at_return = _checked_stop_at_return(t.stop_at_return, list(config.policies))
     names = list(config.policies) or ["default"]
     for name in names:
         c = config.policy_config(name)
@@ -228,6 +231,25 @@ def validate(config: Config) -> None:
                                  "gradient_steps >= 0")
             if not 0.0 < c.tau <= 1.0:
                 raise ValueError(f"{where}.tau must be in (0, 1], got {c.tau}")
+
+
+def _checked_stop_at_return(value: Any, policies: list[str]) -> float | dict | None:
+    """``trainer.stop_at_return`` with its thresholds as floats. Whether a number or a
+    mapping fits the run's policies is checked by the trainer, which knows them all (a
+    multi-agent env without a ``policies`` section gets one policy per role)."""
+    if not isinstance(value, dict):
+        return value
+    if not value:
+        raise ValueError("trainer.stop_at_return is an empty mapping; give policy: threshold "
+                         "pairs, a number, or null")
+    checked = {}
+    for name, threshold in value.items():
+        checked[str(name)] = _coerce(threshold, float, f"trainer.stop_at_return.{name}")
+    unknown = sorted(set(checked) - set(policies)) if policies else []
+    if unknown:
+        raise ValueError(f"trainer.stop_at_return names unknown policies {unknown}; "
+                         f"policies: {', '.join(policies)}")
+    return checked
 
 
 # -- YAML and overrides --
@@ -289,9 +311,12 @@ def load_config(
     overrides: list[str] | tuple[str, ...] = (),
     **trainer: Any,
 ) -> Config:
-    """Build a validated :class:`Config`: defaults, then the YAML file at ``path``, then
-    ``overrides`` (``"section.key=value"``), then ``trainer`` keyword values."""
-    raw = load_yaml(path) if path is not None else {}
+    """Build a validated :class:`Config`: defaults, then the YAML file at ``path`` (a
+    file, or the name of a shipped config such as ``"cartpole_ppo"``), then ``overrides``
+    (``"section.key=value"``), then ``trainer`` keyword values."""
+    from gpu_vecenv.train.presets import resolve_config_path
+
+    raw = load_yaml(resolve_config_path(path)) if path is not None else {}
     for assignment in overrides:
         apply_override(raw, assignment)
     if trainer:

@@ -1,11 +1,10 @@
-"""Run outputs: JSON-lines metrics, TensorBoard (imported lazily), the progress bar,
-and episode statistics accumulated on the device."""
+"""Run outputs: JSON-lines metrics, TensorBoard (imported lazily) and episode statistics
+accumulated on the device. The progress display is :mod:`gpu_vecenv.train.progress`."""
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +50,30 @@ class EpisodeStats:
         self.totals.copy_(state["totals"])
 
 
+# Row keys that TensorBoard shows under charts/ (the rest of a learner's metrics go under
+# losses/); keys it does not get at all: the x axis is the step, and TensorBoard keeps the
+# wall time of every point itself.
+_CHART_KEYS = {"episode_return", "episode_length", "episodes", "learning_rate",
+               "steps_per_second", "rollout_seconds", "update_seconds"}
+_NOT_PLOTTED = {"global_step", "iteration", "time"}
+
+
+def tensorboard_tag(key: str) -> str | None:
+    """The TensorBoard tag of a ``metrics.jsonl`` key, grouped as CleanRL does:
+    ``episode_return`` -> ``charts/episode_return``, ``policy_loss`` ->
+    ``losses/policy_loss``, ``tagger/policy_loss`` -> ``losses/tagger/policy_loss``;
+    ``None`` for the counters that are not curves (``iteration``, ``time``)."""
+    if key in _NOT_PLOTTED:
+        return None
+    policy, _, name = key.rpartition("/")
+    group = "charts" if name in _CHART_KEYS else "losses"
+    return f"{group}/{policy}/{name}" if policy else f"{group}/{name}"
+
+
 class MetricsWriter:
-    """Appends one JSON object per line to ``metrics.jsonl`` and mirrors scalars to
-    TensorBoard when enabled (``tensorboard`` is imported only then)."""
+    """Appends one JSON object per line to ``metrics.jsonl`` (flat keys, as logged) and
+    mirrors scalars to TensorBoard under grouped tags (:func:`tensorboard_tag`) when
+    enabled (``tensorboard`` is imported only then)."""
 
     def __init__(self, run_dir: Path, tensorboard: bool, resume_step: int | None = None):
         self.path = run_dir / "metrics.jsonl"
@@ -81,38 +101,12 @@ class MetricsWriter:
         if self._tb is not None:
             step = int(row["global_step"])
             for key, value in row.items():
-                if key != "global_step" and isinstance(value, (int, float)) and \
+                tag = tensorboard_tag(key)
+                if tag is not None and isinstance(value, (int, float)) and \
                         not isinstance(value, bool):
-                    self._tb.add_scalar(key, value, step)
+                    self._tb.add_scalar(tag, value, step)
 
     def close(self) -> None:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
-
-
-class Progress:
-    """A tqdm bar over env steps (shown only when enabled and stderr is a terminal)."""
-
-    def __init__(self, enabled: bool, total: int, initial: int):
-        self._bar = None
-        if enabled and sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                return
-            self._bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True,
-                             dynamic_ncols=True)
-
-    def update(self, global_step: int, rate: float, recent_return: float | None) -> None:
-        if self._bar is None:
-            return
-        self._bar.update(global_step - self._bar.n)
-        postfix = {"steps/s": f"{rate:,.0f}"}
-        if recent_return is not None:
-            postfix["return"] = f"{recent_return:.1f}"
-        self._bar.set_postfix(postfix, refresh=False)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()

@@ -4,12 +4,17 @@ An iteration is ``num_steps`` vector steps (PPO, A2C) or ``train_frequency`` vec
 steps (DDPG) followed by each policy's update. The loop never reads a tensor on the
 host except every ``log_interval`` iterations (metrics, episode statistics) and at
 checkpoints, so on a GPU the host runs ahead and only queues work.
+
+A run ends at ``total_steps``, or earlier when the mean recent return reaches
+``stop_at_return`` or on Ctrl-C (:mod:`gpu_vecenv.train.stopping`); it always ends on an
+iteration boundary with a checkpoint.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,18 +25,25 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
+from gpu_vecenv.train import run_directory
 from gpu_vecenv.train.config import ALGO_CONFIGS, Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
 from gpu_vecenv.train.ddpg import DDPGLearner
 from gpu_vecenv.train.graphs import GraphedLoop, graph_blockers
-from gpu_vecenv.train.logger import MetricsWriter, Progress
+from gpu_vecenv.train.logger import MetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups
+from gpu_vecenv.train.progress import Progress
+from gpu_vecenv.train.stopping import (
+    InterruptRequest,
+    ReturnWindow,
+    TrainingInterrupted,
+    threshold_reached,
+    thresholds_by_policy,
+)
 
-# Keys that may differ between a checkpoint's config and the resuming run's.
-_RESUMABLE_CHANGES = {"total_steps", "run_dir", "log_interval", "checkpoint_interval",
-                      "eval_episodes", "progress", "tensorboard", "torch_threads",
-                      "sync_timing", "device", "cuda_graphs",
-                      "fused_kernels"}
+CPU_SLOTS_WARNING = 4096
+"""Vector slots from which a run on the CPU gets a warning: a GPU-sized config there
+moves its progress only every few seconds to minutes and runs for hours."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -69,6 +81,11 @@ class TrainResult:
     """every logged row (as in ``metrics.jsonl``)"""
     evaluation: dict[str, Any] | None = None
     """:func:`gpu_vecenv.train.evaluation.evaluate` result, if ``eval_episodes > 0``"""
+    stopped: str = "total_steps"
+    """why the run ended: ``total_steps``, ``stop_at_return``, ``callback``, or
+    ``already_finished`` (a resumed run with nothing left to train)"""
+    recent_returns: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """policy -> (mean return, episodes) over its last 100 or more finished episodes"""
 
 
 class Trainer:
@@ -81,22 +98,29 @@ class Trainer:
             (a checkpoint is written first).
         env: train on this vector env instead of making one from ``config`` (see
             :func:`train`); ``config.trainer`` must describe it.
+        overwrite: start afresh in a run directory that already holds a run (its
+            checkpoints, logs and evaluation are deleted when :meth:`run` starts).
+
+    Warns (``UserWarning``) when a GPU-sized config (:data:`CPU_SLOTS_WARNING` vector
+    slots or more) is to run on the CPU.
     """
 
     def __init__(self, config: Config, resume: bool = False,
                  callback: Callable[[dict[str, Any]], bool | None] | None = None,
-                 env: Any = None):
+                 env: Any = None, overwrite: bool = False):
         self.config = config
         t = config.trainer
+        if resume and overwrite:
+            raise ValueError("resume or overwrite a run directory, not both")
         self.device = resolve_device(t.device)
         if t.torch_threads > 0 or self.device.type == "cpu":
             torch.set_num_threads(t.torch_threads or 1)
         self.callback = callback
+        self.overwrite = overwrite
         self.run_dir = Path(t.run_dir) if t.run_dir else Path("runs") / (
             f"{t.env}__{t.algo}__{t.seed}__{datetime.now():%Y%m%d-%H%M%S}")
-        if not resume and (self.run_dir / "metrics.jsonl").exists():
-            raise ValueError(f"run directory {self.run_dir} already holds a run; resume it "
-                             "with --resume or choose another trainer.run_dir")
+        if not resume and not overwrite:
+            run_directory.check_free(self.run_dir)
         self.env = make_env(config, self.device) if env is None else env
         torch.manual_seed(t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
@@ -117,10 +141,48 @@ class Trainer:
             spec = self.groups[0].learner.spec
             self._full_actions = torch.zeros((self.num_slots, *spec.action_shape),
                                              dtype=spec.dtype, device=self.device)
+        names = [g.name for g in self.groups]
+        self.return_thresholds = thresholds_by_policy(t.stop_at_return, names)
+        self.return_windows = {name: ReturnWindow() for name in names}
         self.resumed_from: int | None = None
+        self.saved_step: int | None = None
         if resume:
-            self._load(ckpt.find_checkpoint(self.run_dir))
+            self._load(run_directory.checkpoint_to_resume(self.run_dir))
         self.graphs = self._graphed_loop()
+        size_warning = self._cpu_size_warning()
+        if size_warning:
+            warnings.warn(size_warning, stacklevel=2)
+
+    def _cpu_size_warning(self) -> str | None:
+        t = self.config.trainer
+        if self.device.type != "cpu" or self.num_slots < CPU_SLOTS_WARNING:
+            return None
+        agents = self.num_slots // t.num_envs
+        layout = f": {t.num_envs:,} games x {agents} agents" if agents > 1 else ""
+        return (f"this config is sized for a GPU ({self.num_slots:,} vector slots{layout}, "
+                f"{self.batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
+                f"on the CPU: expect hours; for a CPU try --num-envs "
+                f"{max(1, 1024 // agents)} and fewer --total-steps")
+
+    @property
+    def finished(self) -> str | None:
+        """Why there is nothing left to train (``"total_steps"`` or ``"stop_at_return"``;
+        a resumed run can be finished), else ``None``."""
+        if self.iteration >= self.num_iterations:
+            return "total_steps"
+        if threshold_reached(self.return_windows, self.return_thresholds):
+            return "stop_at_return"
+        return None
+
+    def recent_returns(self) -> dict[str, tuple[float, int]]:
+        """Policy -> (mean return, episodes) over its last 100 or more finished episodes
+        (policies without a finished episode are left out)."""
+        out = {}
+        for name, window in self.return_windows.items():
+            mean = window.mean()
+            if mean is not None:
+                out[name] = (mean, window.count)
+        return out
 
     def _graphed_loop(self) -> GraphedLoop | None:
         """The CUDA-graph runner of the roll-out and update, if this run uses one."""
@@ -139,18 +201,47 @@ class Trainer:
     # -- the loop --
 
     def run(self) -> TrainResult:
-        """Train until ``total_steps``; returns the logged rows and the evaluation."""
+        """Train until ``total_steps`` (or ``stop_at_return``); returns the logged rows and
+        the evaluation. Ctrl-C stops at the end of the current iteration, saves a
+        checkpoint and raises :class:`TrainingInterrupted`."""
         t = self.config.trainer
+        if self.finished is not None:
+            warnings.warn(f"run {self.run_dir} is already finished ({self.finished} reached "
+                          f"at step {self.global_step:,}); nothing to train", stacklevel=2)
+            return TrainResult(self.run_dir, self.global_step, 0.0, stopped="already_finished",
+                               recent_returns=self.recent_returns())
+        with InterruptRequest() as interrupt:
+            stopped, rows, elapsed = self._loop(interrupt)
+        if interrupt.requested:
+            raise TrainingInterrupted(self.run_dir, self.global_step,
+                                      self.run_dir / "checkpoints" / "latest.pt")
+        evaluation = None
+        if t.eval_episodes > 0 and stopped in ("total_steps", "stop_at_return"):
+            from gpu_vecenv.train.evaluation import evaluate, write_evaluation
+
+            evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
+            write_evaluation(evaluation, self.run_dir / "eval.json")
+        return TrainResult(self.run_dir, self.global_step, elapsed, rows, evaluation,
+                           stopped, self.recent_returns())
+
+    def _loop(self, interrupt: InterruptRequest
+              ) -> tuple[str, list[dict[str, Any]], float]:
+        """The iterations of :meth:`run`: ``(why it stopped, logged rows, seconds)``."""
+        t = self.config.trainer
+        if self.overwrite:
+            run_directory.clear_outputs(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_yaml(self.config, self.run_dir / "config.yaml")
         writer = MetricsWriter(self.run_dir, t.tensorboard, resume_step=self.resumed_from)
-        progress = Progress(t.progress, self.num_iterations * self.batch, self.global_step)
+        progress = Progress(t.progress, self.num_iterations * self.batch, self.global_step,
+                            t.progress_interval)
         rows: list[dict[str, Any]] = []
         start = time.perf_counter()
         window_start, window_step = start, self.global_step
         rollout_s = update_s = 0.0
+        stopped = "total_steps"
         try:
-            while self.iteration < self.num_iterations:
+            while self.iteration < self.num_iterations and not interrupt.requested:
                 for g in self.groups:
                     g.learner.set_progress(self.iteration / self.num_iterations)
                 t0 = time.perf_counter()
@@ -174,26 +265,32 @@ class Trainer:
                     window_start, window_step, rollout_s, update_s = now, self.global_step, 0, 0
                     rows.append(row)
                     writer.write(row)
-                    progress.update(self.global_step, row["steps_per_second"],
-                                    row.get(self._return_key()))
-                    stop = self.callback is not None and self.callback(row) is False
-                    if stop:
-                        self.save()
-                        break
-                if last or (t.checkpoint_interval and self.iteration % t.checkpoint_interval
-                            == 0):
+                    self._add_to_return_windows(row)
+                    progress.set_stats(row["steps_per_second"],
+                                       {k: v[0] for k, v in self.recent_returns().items()})
+                    if self.callback is not None and self.callback(row) is False:
+                        stopped = "callback"
+                    elif threshold_reached(self.return_windows, self.return_thresholds):
+                        stopped = "stop_at_return"
+                progress.update(self.global_step)
+                if stopped != "total_steps" or last or interrupt.requested or (
+                        t.checkpoint_interval and self.iteration % t.checkpoint_interval == 0):
                     self.save()
+                if stopped != "total_steps":
+                    break
+            if interrupt.requested and self.saved_step != self.global_step:
+                self.save()  # Ctrl-C before the first iteration ended: still resumable
         finally:
             progress.close()
             writer.close()
-        elapsed = time.perf_counter() - start
-        evaluation = None
-        if t.eval_episodes > 0 and self.iteration == self.num_iterations:
-            from gpu_vecenv.train.evaluation import evaluate, write_evaluation
+        return stopped, rows, time.perf_counter() - start
 
-            evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
-            write_evaluation(evaluation, self.run_dir / "eval.json")
-        return TrainResult(self.run_dir, self.global_step, elapsed, rows, evaluation)
+    def _add_to_return_windows(self, row: dict[str, Any]) -> None:
+        single = len(self.groups) == 1
+        for name, window in self.return_windows.items():
+            prefix = "" if single else f"{name}/"
+            if f"{prefix}episodes" in row:
+                window.add(row[f"{prefix}episode_return"], row[f"{prefix}episodes"])
 
     def _select_actions(self, actions: list[torch.Tensor]) -> torch.Tensor:
         if self._full_actions is None:
@@ -241,10 +338,6 @@ class Trainer:
         if self.config.trainer.sync_timing and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _return_key(self) -> str:
-        return "episode_return" if len(self.groups) == 1 else \
-            f"{self.groups[0].name}/episode_return"
-
     def _row(self, metrics: dict[str, dict[str, torch.Tensor]], elapsed: float, rate: float,
              rollout_s: float, update_s: float) -> dict[str, Any]:
         # Invalid actions (e.g. NaN from a diverged network) freeze envs on the device;
@@ -281,13 +374,16 @@ class Trainer:
             "episode_stats": {g.name: g.stats.state_dict() for g in self.groups},
             "rng": {"generator": self.generator.get_state(), "torch": torch.get_rng_state()},
             "env": {"state": get_state() if get_state else {}, "obs": self.obs.clone()},
+            "return_windows": {name: w.state() for name, w in self.return_windows.items()},
         }
         ckpt.save_checkpoint(payload, path)
+        if path == self.run_dir / "checkpoints" / "latest.pt":
+            self.saved_step = self.global_step
         return path
 
     def _load(self, path: Path) -> None:
         payload = ckpt.load_checkpoint(path, self.device)
-        check_compatible(payload["config"], self.config, path)
+        run_directory.check_compatible(payload["config"], self.config, path)
         try:
             for g in self.groups:
                 g.learner.load_state_dict(payload["policies"][g.name])
@@ -297,38 +393,19 @@ class Trainer:
             if payload["env"]["state"]:
                 self.env.set_state(payload["env"]["state"])
             self.obs = payload["env"]["obs"].to(self.device)
+            # Checkpoints from before stop_at_return have no windows: they start empty.
+            for name, rows in payload.get("return_windows", {}).items():
+                self.return_windows[name].load(rows)
         except (KeyError, RuntimeError, ValueError, TypeError) as exc:
             raise ckpt.CheckpointError(f"checkpoint {path} does not fit this run: "
                                        f"{str(exc).splitlines()[0][:300]}") from None
         self.iteration = int(payload["counters"]["iteration"])
         self.global_step = int(payload["counters"]["global_step"])
-        self.resumed_from = self.global_step
-
-
-def check_compatible(saved: dict[str, Any], config: Config, path: Path) -> None:
-    """Raise :class:`CheckpointError` if ``saved`` (a checkpoint's config) differs from
-    ``config`` in anything but the keys a resumed run may change."""
-    try:
-        saved_config = config_from_dict(saved)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ckpt.CheckpointError(f"checkpoint {path} holds an invalid config: {exc}") from None
-    ours, theirs = config.to_dict(), saved_config.to_dict()
-    diffs = []
-    for section in ours:
-        a, b = ours[section], theirs.get(section)
-        if section == "trainer":
-            a = {k: v for k, v in a.items() if k not in _RESUMABLE_CHANGES}
-            b = {k: v for k, v in (b or {}).items() if k not in _RESUMABLE_CHANGES}
-        if a != b:
-            keys = sorted(k for k in set(a) | set(b or {}) if a.get(k) != (b or {}).get(k))
-            diffs += [f"{section}.{k}: checkpoint {(b or {}).get(k)!r}, now {a.get(k)!r}"
-                      for k in keys]
-    if diffs:
-        raise ckpt.CheckpointError(f"checkpoint {path} was written by a different config: "
-                                   + "; ".join(diffs))
+        self.resumed_from = self.saved_step = self.global_step
 
 
 def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: bool = False,
+          overwrite: bool = False,
           callback: Callable[[dict[str, Any]], bool | None] | None = None,
           **trainer: Any) -> TrainResult:
     """Train and return a :class:`TrainResult`.
@@ -366,4 +443,5 @@ def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: 
         config = config_from_dict(raw)
     elif trainer or algo_config is not None:
         raise TypeError("pass trainer fields and algo_config only with an env id")
-    return Trainer(config, resume=resume, callback=callback, env=env).run()
+    return Trainer(config, resume=resume, callback=callback, env=env,
+                   overwrite=overwrite).run()

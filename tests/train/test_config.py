@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 
 import pytest
 
@@ -16,7 +17,12 @@ from gpu_vecenv.train.config_loading import (
     field_docs,
     load_config,
 )
-from gpu_vecenv.train.presets import PRESETS, default_config_path, list_presets
+from gpu_vecenv.train.presets import (
+    PRESETS,
+    default_config_path,
+    list_presets,
+    resolve_config_path,
+)
 
 
 def test_defaults_and_yaml_with_overrides(tmp_path):
@@ -113,14 +119,19 @@ def test_field_docs_cover_every_field():
         assert not missing, f"{cls.__name__} fields without a docstring: {missing}"
 
 
-def test_help_lists_every_option():
-    parser = argparse.ArgumentParser()
-    train_cli.configure_parser(parser)
-    text = parser.format_help()
+def test_help_config_lists_every_key_and_every_key_is_an_option():
+    texts = {algo: train_cli.config_help(train_cli.resolve_config(_args("--algo", algo)),
+                                         _args("--algo", algo))
+             for algo in ("ppo", "a2c", "ddpg")}
+    docs = {section: field_docs(cls) for section, cls in SECTIONS.items()}
     for section, cls in SECTIONS.items():
+        text = texts["ppo" if section == "trainer" else section]
         for f in dataclasses.fields(cls):
-            assert f"--{section}.{f.name}" in text
-    assert "discount factor" in text and "--total-steps" in text and "--resume" in text
+            assert f"  {section}.{f.name} = " in text, f"{section}.{f.name}"
+            assert docs[section][f.name].split()[0] in text
+            # the --SECTION.KEY options stay accepted, though not in --help
+            assert getattr(_args(f"--{section}.{f.name}", "1"), f"field:{section}.{f.name}") == "1"
+    assert "discount factor" in texts["a2c"] and "a2c.optimizer = rmsprop" in texts["a2c"]
 
 
 def _args(*argv):
@@ -138,6 +149,41 @@ def test_cli_precedence_and_shipped_config_names():
     config = train_cli.resolve_config(_args("--env", "GPUCartPole-v1", "--algo", "a2c"))
     assert config.trainer.algo == "a2c" and isinstance(config.algo_config, A2CConfig)
     assert config.a2c.num_steps == 5  # from cartpole_a2c.yaml
+
+
+def test_shipped_configs_load_by_name_in_python():
+    config = load_config("cartpole_ppo", ["ppo.num_steps=8"], seed=3)
+    assert config.trainer.env == "GPUCartPole-v1" and config.trainer.num_envs == 16
+    assert config.ppo.num_steps == 8 and config.trainer.seed == 3
+    assert load_config("cartpole_a2c.yaml").trainer.algo == "a2c"
+    with pytest.raises(FileNotFoundError, match="did you mean cartpole_ppo"):
+        load_config("cartpole_pp")
+    assert default_config_path("GPUCartPole-v1") == resolve_config_path("cartpole_ppo")
+
+
+def test_a_file_beats_a_shipped_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cartpole_ppo.yaml").write_text("trainer:\n  num_envs: 3\n")
+    assert load_config("cartpole_ppo.yaml").trainer.num_envs == 3
+    assert load_config("cartpole_ppo").trainer.num_envs == 16  # no such file: shipped
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("{tagger: 1, nobody: 2}", "unknown policies ['nobody']"),
+        ("{}", "empty mapping"),
+        ("{tagger: high}", "trainer.stop_at_return.tagger must be a number"),
+        ("[1, 2]", "trainer.stop_at_return must be float or dict or null"),
+    ],
+)
+def test_stop_at_return_is_validated(value, message):
+    overrides = ["trainer.env=GPUTag-v0", "policies.tagger.agents=[tagger]",
+                 "policies.runner.agents=[runner]", f"trainer.stop_at_return={value}"]
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        load_config(None, overrides)
+    config = load_config(None, [*overrides[:3], "trainer.stop_at_return={tagger: 20}"])
+    assert config.trainer.stop_at_return == {"tagger": 20.0}
 
 
 def test_every_registered_env_has_a_valid_shipped_config():

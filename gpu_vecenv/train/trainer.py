@@ -117,8 +117,11 @@ class Trainer:
             torch.set_num_threads(t.torch_threads or 1)
         self.callback = callback
         self.overwrite = overwrite
+        # An id may hold ':' (module:Env-v0, not valid in Windows paths) and '/' (a
+        # namespace): the default directory name replaces both.
+        env_name = t.env.replace(":", "_").replace("/", "_")
         self.run_dir = Path(t.run_dir) if t.run_dir else Path("runs") / (
-            f"{t.env}__{t.algo}__{t.seed}__{datetime.now():%Y%m%d-%H%M%S}")
+            f"{env_name}__{t.algo}__{t.seed}__{datetime.now():%Y%m%d-%H%M%S}")
         if not resume and not overwrite:
             run_directory.check_free(self.run_dir)
         self.env = make_env(config, self.device) if env is None else env

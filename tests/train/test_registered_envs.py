@@ -119,3 +119,13 @@ def test_an_env_instance_the_trainer_cannot_use_is_a_clear_error(tmp_path):
     )
     assert result.global_step == 8
     assert torch.is_tensor(plain.get_state()["count"])
+
+
+def test_default_run_directory_of_a_namespaced_id_is_one_portable_folder(tmp_path, monkeypatch):
+    """'ns/Name-v0' and 'module:Name-v0' ids: no nested folder, no ':' (not valid on Windows)."""
+    monkeypatch.chdir(tmp_path)
+    gpu_vecenv.register("testns/Counting-v0", COUNTING, kwargs={"terminate_at": 6.0})
+    train("testns/Counting-v0", PPOConfig(num_steps=4), num_envs=4, total_steps=16,
+          device="cpu", eval_episodes=1, **QUIET)
+    (run,) = (tmp_path / "runs").iterdir()
+    assert run.name.startswith("testns_Counting-v0__ppo__") and ":" not in run.name

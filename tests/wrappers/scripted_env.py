@@ -50,23 +50,31 @@ def random_script(
 
 class ScriptedVectorEnv(gym.vector.VectorEnv):
     """Replays a :class:`Script` in autoreset mode ``mode``, as numpy (``device=None``) or
-    torch tensors on ``device``. Records the options of every reset in ``resets``."""
+    torch tensors on ``device``. Records the options of every reset in ``resets``.
+    ``games=(G, A)`` lays the slots out as Tag's view does (``num_games``, ``num_agents``);
+    ``action_space`` (one env's) defaults to ``Discrete(2)``."""
 
     def __init__(
         self,
         script: Script,
         mode: AutoresetMode,
         device: str | None = None,
-        render_mode: str | None = None,
+        games: tuple[int, int] | None = None,
+        action_space: gym.Space | None = None,
+        obs_bound: float = np.inf,
     ):
         self.script = script
         self.num_envs = script.num_envs
         self.device = None if device is None else torch.device(device)
         self.metadata = {"autoreset_mode": mode, "render_fps": 10}
-        self.render_mode = render_mode
+        self.render_mode = None
+        if games is not None:
+            self.num_games, self.num_agents = games
         obs_dim = script.obs.shape[2]
-        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
-        self.single_action_space = gym.spaces.Discrete(2)
+        self.single_observation_space = gym.spaces.Box(
+            -obs_bound, obs_bound, (obs_dim,), np.float32
+        )
+        self.single_action_space = action_space or gym.spaces.Discrete(2)
         self.observation_space = gym.vector.utils.batch_space(
             self.single_observation_space, self.num_envs
         )

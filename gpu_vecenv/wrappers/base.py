@@ -26,7 +26,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 def device_of(env: VectorEnv) -> torch.device:
     """The torch device of ``env`` (looked up through wrappers); the CPU if it has none."""
-    for candidate in (env, env.unwrapped):
+    for candidate in (env, getattr(env, "unwrapped", env)):
         device = getattr(candidate, "device", None)
         if device is not None:
             return torch.device(device)

@@ -70,10 +70,9 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
         self.episode_lengths = torch.zeros(n, dtype=torch.int64, device=device)
         self.episode_start_times = torch.zeros(n, dtype=real, device=device)
         self.prev_dones = torch.zeros(n, dtype=torch.bool, device=device)
-        # ring buffers of the latest episodes; the extra last entry takes discarded writes
-        self._returns_ring = torch.zeros(buffer_length + 1, dtype=real, device=device)
-        self._lengths_ring = torch.zeros(buffer_length + 1, dtype=torch.int64, device=device)
-        self._times_ring = torch.zeros(buffer_length + 1, dtype=real, device=device)
+        # (return, length, time) of the latest episodes, a ring buffer whose extra last
+        # row takes discarded writes; one tensor so that a step writes it in one launch
+        self._ring = torch.zeros(buffer_length + 1, 3, dtype=real, device=device)
         self._episodes = torch.zeros((), dtype=torch.int64, device=device)
         # episodes finished since the last episode_summary(): count, return sum, length sum
         self._summary = torch.zeros(3, dtype=real, device=device)
@@ -151,7 +150,7 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
     def _record(
         self, dones: torch.Tensor, returns: torch.Tensor, lengths: torch.Tensor, times: torch.Tensor
     ) -> None:
-        """Append the episodes that ended (in env order) to the ring buffers and the
+        """Append the episodes that ended (in env order) to the ring buffer and the
         summary, on the device."""
         size = self.buffer_length
         rank = torch.cumsum(dones, dim=0) - 1  # order of each ended episode in this step
@@ -159,12 +158,10 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
         # of more than `size` episodes in one step only the last `size` fit
         keep = dones & (rank >= ended - size)
         slot = torch.where(keep, (self._episodes + rank) % size, size)
-        self._returns_ring.index_put_((slot,), returns)
-        self._lengths_ring.index_put_((slot,), lengths)
-        self._times_ring.index_put_((slot,), times)
+        values = torch.stack([returns, lengths.to(returns.dtype), times], dim=1)
+        self._ring.index_put_((slot,), values)
         self._episodes.add_(ended)
-        dtype = self._summary.dtype
-        self._summary.add_(torch.stack([ended.to(dtype), returns.sum(), lengths.sum().to(dtype)]))
+        self._summary.add_(torch.cat([ended.to(returns.dtype).view(1), values[:, :2].sum(dim=0)]))
 
     # -- reading the statistics (each reads the device once) --
 
@@ -173,27 +170,27 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
         """Episodes finished since the wrapper was made."""
         return int(self._episodes)
 
-    def _latest(self, ring: torch.Tensor) -> torch.Tensor:
+    def _latest(self, column: int) -> torch.Tensor:
         total = int(self._episodes)
         size = self.buffer_length
         count = min(total, size)
         order = (total - count + torch.arange(count, device=self.device)) % size
-        return ring[order]
+        return self._ring[order, column]
 
     @property
     def return_queue(self) -> torch.Tensor:
         """Returns of the last ``buffer_length`` episodes, oldest first, ``(k,)`` float64."""
-        return self._latest(self._returns_ring)
+        return self._latest(0)
 
     @property
     def length_queue(self) -> torch.Tensor:
         """Lengths of the last ``buffer_length`` episodes, oldest first, ``(k,)`` int64."""
-        return self._latest(self._lengths_ring)
+        return self._latest(1).to(torch.int64)
 
     @property
     def time_queue(self) -> torch.Tensor:
         """Wall times (s) of the last ``buffer_length`` episodes, oldest first."""
-        return self._latest(self._times_ring)
+        return self._latest(2)
 
     def episode_summary(self, clear: bool = True) -> dict[str, float]:
         """``{"episodes": k, "mean_return": ..., "mean_length": ...}`` over the ``k``

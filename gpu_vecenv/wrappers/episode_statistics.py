@@ -33,12 +33,11 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
 
         info["episode"] = {"r": (n,) float64 return, "l": (n,) int64 length,
                            "t": (n,) float64 seconds since the episode began}
-
-    (float32 instead of float64 on devices without float64, such as Apple's MPS)
         info["_episode"] = (n,) bool, True where an episode ended on this step
 
-    (zeros where ``_episode`` is False). Tag's agent-slot view: an idle slot (its agent
-    left the game, ``info["active"]`` False) adds neither reward nor length.
+    with zeros where ``_episode`` is False (float32 instead of float64 on devices without
+    float64, such as Apple's MPS). Tag's agent-slot view: an idle slot (its agent left the
+    game, ``info["active"]`` False) adds neither reward nor length.
 
     Args:
         env: one of our vector envs (or a wrapper of one).
@@ -66,16 +65,35 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
         self.buffer_length = buffer_length
         self._stats_key = stats_key
         n, device, real = self.num_envs, self.device, float_dtype(self.device)
-        self.episode_returns = torch.zeros(n, dtype=real, device=device)
-        self.episode_lengths = torch.zeros(n, dtype=torch.int64, device=device)
-        self.episode_start_times = torch.zeros(n, dtype=real, device=device)
+        # Few, wide tensor ops per step (each op costs a launch on a GPU and a few us of
+        # Python on the CPU): rows of one tensor are updated together.
+        # (3, n): the running episode's return, length and start time per env
+        self._running = torch.zeros(3, n, dtype=real, device=device)
+        self._increment = torch.ones(2, n, dtype=real, device=device)  # (reward, 1)
         self.prev_dones = torch.zeros(n, dtype=torch.bool, device=device)
-        # (return, length, time) of the latest episodes, a ring buffer whose extra last
-        # row takes discarded writes; one tensor so that a step writes it in one launch
+        # (return, length, time) of the latest episodes: a ring buffer whose extra last
+        # row takes the writes of the envs whose episode did not end
         self._ring = torch.zeros(buffer_length + 1, 3, dtype=real, device=device)
         self._episodes = torch.zeros((), dtype=torch.int64, device=device)
-        # episodes finished since the last episode_summary(): count, return sum, length sum
-        self._summary = torch.zeros(3, dtype=real, device=device)
+        # for episode_summary(): return and length sums since the last clear, and the
+        # episode count then
+        self._summary_sums = torch.zeros(2, dtype=real, device=device)
+        self._episodes_at_clear = torch.zeros((), dtype=torch.int64, device=device)
+
+    @property
+    def episode_returns(self) -> torch.Tensor:
+        """``(num_envs,)`` the return so far of each env's running episode."""
+        return self._running[0]
+
+    @property
+    def episode_lengths(self) -> torch.Tensor:
+        """``(num_envs,)`` int64, the length so far of each env's running episode."""
+        return self._running[1].to(torch.int64)
+
+    @property
+    def episode_start_times(self) -> torch.Tensor:
+        """``(num_envs,)`` ``time.perf_counter()`` at the start of each running episode."""
+        return self._running[2]
 
     # -- reset / step --
 
@@ -87,14 +105,12 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
         obs, info = self.env.reset(seed=seed, options=options)
         now = time.perf_counter()
         if restarted is None:
-            self.episode_returns.zero_()
-            self.episode_lengths.zero_()
-            self.episode_start_times.fill_(now)
+            self._running[:2].zero_()
+            self._running[2].fill_(now)
             self.prev_dones.zero_()
         else:
-            self.episode_returns.masked_fill_(restarted, 0.0)
-            self.episode_lengths.masked_fill_(restarted, 0)
-            self.episode_start_times.masked_fill_(restarted, now)
+            self._running[:2].masked_fill_(restarted, 0.0)
+            self._running[2].masked_fill_(restarted, now)
             self.prev_dones.masked_fill_(restarted, False)
         self._active_after(info)
         return obs, info
@@ -102,66 +118,64 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step the env and add this step's rewards; see the class doc for ``info``."""
         live_before = self._last_active
+        reports_liveness = live_before is not self._all_live
         obs, rewards, terminations, truncations, info = self.env.step(actions)
         if not isinstance(info, dict):
             raise TypeError(
-                f"RecordEpisodeStatistics needs a dict info, got "
-                f"{type(info).__name__} (is a wrapper such as DictInfoToList "
-                f"inside it? Put it outside)"
+                f"RecordEpisodeStatistics needs a dict info, got {type(info).__name__} (is a "
+                f"wrapper such as DictInfoToList inside it? Put it outside)"
             )
         if self._stats_key in info or f"_{self._stats_key}" in info:
             raise ValueError(
-                f"info already has the key '{self._stats_key}' (or "
-                f"'_{self._stats_key}'): {sorted(info)}"
+                f"info already has the key '{self._stats_key}' (or '_{self._stats_key}'): "
+                f"{sorted(info)}"
             )
         now = time.perf_counter()
+        running = self._running
+        self._increment[0].copy_(torch.as_tensor(rewards))
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            counted = live_before
+            counted = live_before if reports_liveness else None
         else:
             # the step after a done resets that env (NEXT_STEP) or follows a masked
             # reset (DISABLED): it belongs to no episode
-            counted = live_before & ~self.prev_dones
-            self.episode_start_times.masked_fill_(self.prev_dones, now)
-        reward = torch.as_tensor(rewards, device=self.device).to(self.episode_returns.dtype)
-        self.episode_returns.add_(torch.where(counted, reward, 0.0))
-        self.episode_lengths.add_(counted)
+            counted = ~self.prev_dones & live_before if reports_liveness else ~self.prev_dones
+        if counted is None:
+            running[:2].add_(self._increment)
+        else:
+            running[:2].add_(self._increment * counted)
+            # an uncounted step (a reset step, or idle in Tag): the next episode starts now
+            running[2].masked_fill_(~counted, now)
 
         dones = torch.as_tensor(terminations, device=self.device) | torch.as_tensor(
             truncations, device=self.device
         )
-        elapsed = (now - self.episode_start_times).round(decimals=6)
-        ended_returns = torch.where(dones, self.episode_returns, 0.0)
-        ended_lengths = torch.where(dones, self.episode_lengths, 0)
-        ended_times = torch.where(dones, elapsed, 0.0)
+        ended = torch.where(dones, running, 0.0)  # (3, n): return, length, start time
+        ended[2].sub_(now).neg_().mul_(dones)  # start time -> seconds since, where ended
         info = dict(info)
-        info[self._stats_key] = {"r": ended_returns, "l": ended_lengths, "t": ended_times}
+        info[self._stats_key] = {"r": ended[0], "l": ended[1].to(torch.int64), "t": ended[2]}
         info[f"_{self._stats_key}"] = dones
-        self._record(dones, ended_returns, ended_lengths, ended_times)
+        self._record(dones, ended)
 
         # every mode restarts the counts now; NEXT_STEP's reset step is not counted
-        self.episode_returns.masked_fill_(dones, 0.0)
-        self.episode_lengths.masked_fill_(dones, 0)
+        running[:2].masked_fill_(dones, 0.0)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            self.episode_start_times.masked_fill_(dones, now)
+            running[2].masked_fill_(dones, now)
         self.prev_dones = dones
         self._active_after(info)
         return obs, rewards, terminations, truncations, info
 
-    def _record(
-        self, dones: torch.Tensor, returns: torch.Tensor, lengths: torch.Tensor, times: torch.Tensor
-    ) -> None:
-        """Append the episodes that ended (in env order) to the ring buffer and the
-        summary, on the device."""
+    def _record(self, dones: torch.Tensor, ended: torch.Tensor) -> None:
+        """Append the episodes that ended (``ended``: ``(3, n)`` return, length, time; in
+        env order) to the ring buffer and the summary sums, on the device."""
         size = self.buffer_length
-        rank = torch.cumsum(dones, dim=0) - 1  # order of each ended episode in this step
-        ended = rank[-1] + 1
+        rank = torch.cumsum(dones, dim=0)  # 1, 2, ... over this step's ended episodes
         # of more than `size` episodes in one step only the last `size` fit
-        keep = dones & (rank >= ended - size)
-        slot = torch.where(keep, (self._episodes + rank) % size, size)
-        values = torch.stack([returns, lengths.to(returns.dtype), times], dim=1)
-        self._ring.index_put_((slot,), values)
-        self._episodes.add_(ended)
-        self._summary.add_(torch.cat([ended.to(returns.dtype).view(1), values[:, :2].sum(dim=0)]))
+        keep = dones & (rank > rank[-1] - size)
+        position = rank + (self._episodes - 1)
+        slot = torch.where(keep, position.remainder_(size), size)
+        self._ring.index_put_((slot,), ended.T)
+        self._episodes.add_(rank[-1])
+        self._summary_sums.add_(ended[:2].sum(dim=1))
 
     # -- reading the statistics (each reads the device once) --
 
@@ -196,9 +210,13 @@ class RecordEpisodeStatistics(TensorVectorWrapper):
         """``{"episodes": k, "mean_return": ..., "mean_length": ...}`` over the ``k``
         episodes finished since the last call with ``clear=True`` (NaN means when
         ``k == 0``). One host sync."""
-        count, return_sum, length_sum = self._summary.tolist()
+        count = self._episodes - self._episodes_at_clear
+        count, return_sum, length_sum = torch.cat(
+            [count.to(self._summary_sums.dtype).view(1), self._summary_sums]
+        ).tolist()
         if clear:
-            self._summary.zero_()
+            self._summary_sums.zero_()
+            self._episodes_at_clear.copy_(self._episodes)
         mean_return = return_sum / count if count else math.nan
         mean_length = length_sum / count if count else math.nan
         return {"episodes": int(count), "mean_return": mean_return, "mean_length": mean_length}

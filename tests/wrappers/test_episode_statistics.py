@@ -4,6 +4,7 @@ numbers, Tag's idle slots, the ring buffer and the summary."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ EXPECTED_ENDS = {
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_counting_env_episodes_by_hand(mode):
     envs = RecordEpisodeStatistics(GpuVectorEnv(COUNTING, 2, device="cpu", autoreset_mode=mode))
+    start = time.perf_counter()
     envs.reset(seed=0)
     for step in range(1, 8):
         *_, info = envs.step(ACTIONS)
@@ -46,7 +48,9 @@ def test_counting_env_episodes_by_hand(mode):
             assert info["episode"]["r"][i].item() == r and info["episode"]["l"][i].item() == l
         assert info["episode"]["r"].dtype == torch.float64
         assert info["episode"]["l"].dtype == torch.int64
-        assert (info["episode"]["t"] >= 0).all()
+        elapsed = time.perf_counter() - start
+        assert ((info["episode"]["t"] > 0) == info["_episode"]).all()
+        assert (info["episode"]["t"] <= elapsed).all()
     expected_lengths = [
         l
         for s in sorted(EXPECTED_ENDS[mode])

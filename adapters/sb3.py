@@ -15,9 +15,14 @@ Usage::
     venv = VecMonitor(SB3VecEnv("GPUCartPole-v1", num_envs=8, device="cpu"))
     PPO("MlpPolicy", venv).learn(100_000)
 
-Underneath, the env runs in ``SAME_STEP`` autoreset mode: a finished episode's last
-observation is in ``info["terminal_observation"]`` and ``info["TimeLimit.truncated"]``
-says it ended on the time limit (SB3 then bootstraps from it), as ``DummyVecEnv`` does.
+The env may be made in any autoreset mode; SB3's contract is the same in each: on the
+step an episode ends, ``obs`` holds the next episode's first observation, the finished
+episode's last one is in ``info["terminal_observation"]`` and ``info["TimeLimit.truncated"]``
+says it ended on the time limit (SB3 then bootstraps from it), as ``DummyVecEnv`` gives
+them. ``SAME_STEP`` (what an env id is made in here) does this on the device in the one
+copy. With ``NEXT_STEP`` or ``DISABLED`` (e.g. ``gymnasium.make_vec``'s default) the
+adapter resets the finished envs itself (``reset(options={"reset_mask": done})``), which
+costs one more device-to-host copy on steps where an episode ended.
 
 Multi-agent Tag works through its Gymnasium agent-slot view (``GPUTag-v0``: one slot
 per agent, ``slot = game * num_agents + agent``, MultiDiscrete actions), so SB3 trains
@@ -43,6 +48,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.vector_env import parse_autoreset_mode
+from gpu_vecenv.wrappers.base import device_of
 
 
 class SB3VecEnv(VecEnv):
@@ -50,8 +56,9 @@ class SB3VecEnv(VecEnv):
 
     Args:
         env: an env id (``"GPUCartPole-v1"``), made here with ``num_envs`` and
-            ``**make_kwargs`` in ``SAME_STEP`` autoreset mode, or an already made
-            vector env whose ``metadata["autoreset_mode"]`` is ``SAME_STEP``.
+            ``**make_kwargs`` (in ``SAME_STEP`` autoreset mode unless ``autoreset_mode``
+            says otherwise), or an already made vector env (or a wrapper of one, e.g.
+            :mod:`gpu_vecenv.wrappers`) in any autoreset mode.
         num_envs: passed to ``make_vec`` when ``env`` is an id: the number of envs, or of
             games for Tag (whose vector has ``games * agents`` slots).
         **make_kwargs: passed to ``gpu_vecenv.make_vec`` (``device``, ``backend``,
@@ -62,26 +69,22 @@ class SB3VecEnv(VecEnv):
     ``(n,)`` bool and a list of ``n`` info dicts.
     """
 
-    def __init__(self, env: str | gym.vector.VectorEnv, num_envs: int | None = None,
-                 **make_kwargs: Any):
+    def __init__(
+        self, env: str | gym.vector.VectorEnv, num_envs: int | None = None, **make_kwargs: Any
+    ):
         if isinstance(env, str):
             from gpu_vecenv import make_vec
 
-            mode = make_kwargs.setdefault("autoreset_mode", AutoresetMode.SAME_STEP)
-            if parse_autoreset_mode(mode) != AutoresetMode.SAME_STEP:
-                raise ValueError(f"SB3VecEnv needs autoreset_mode=SAME_STEP, got {mode}")
+            make_kwargs.setdefault("autoreset_mode", AutoresetMode.SAME_STEP)
             env = make_vec(env, 1 if num_envs is None else num_envs, **make_kwargs)
-        else:
-            if num_envs is not None or make_kwargs:
-                raise TypeError("num_envs and make kwargs apply only when env is an id")
-            mode = env.metadata.get("autoreset_mode")
-            if mode != AutoresetMode.SAME_STEP:
-                raise ValueError(
-                    f"SB3VecEnv needs an env made with autoreset_mode=SAME_STEP (SB3 reads "
-                    f"the final observation on the step an episode ends), got {mode}"
-                )
+        elif num_envs is not None or make_kwargs:
+            raise TypeError("num_envs and make kwargs apply only when env is an id")
         self.env = env
-        self.device = torch.device(getattr(env, "device", "cpu"))
+        # Gymnasium's assumption for an env that does not say
+        self.autoreset_mode = parse_autoreset_mode(
+            env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        )
+        self.device = device_of(env)
         obs_space = env.single_observation_space
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(f"SB3VecEnv supports Box observations, got {obs_space}")
@@ -112,30 +115,51 @@ class SB3VecEnv(VecEnv):
         self._actions = torch.as_tensor(np.asarray(actions)).to(self.device, non_blocking=True)
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        """Step, then copy everything SB3 needs to the host in one transfer."""
+        """Step, then copy everything SB3 needs to the host in one transfer (two on a step
+        where an episode ended, if the env is not in SAME_STEP mode)."""
         if self._actions is None:
             raise RuntimeError("step_wait() called without step_async()")
         actions, self._actions = self._actions, None
         obs, reward, terminated, truncated, info = self.env.step(actions)
-        final_obs = info.get("final_obs", obs)
+        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        # NEXT_STEP / DISABLED: obs of a finished episode is its final obs (not reset yet)
+        final_obs = info["final_obs"] if same_step else obs
         n = self.num_envs
-        packed = torch.cat([
-            obs.reshape(-1).float(), final_obs.reshape(-1).float(), reward.reshape(-1).float(),
-            terminated.reshape(-1).float(), truncated.reshape(-1).float(),
-        ]).cpu().numpy()  # the one device-to-host copy (and sync) of the step
+        packed = (
+            torch.cat(
+                [
+                    obs.reshape(-1).float(),
+                    final_obs.reshape(-1).float(),
+                    reward.reshape(-1).float(),
+                    terminated.reshape(-1).float(),
+                    truncated.reshape(-1).float(),
+                ]
+            )
+            .cpu()
+            .numpy()
+        )  # the one device-to-host copy (and sync) of the step
         size = obs.numel()
         obs_np = packed[:size].reshape(n, *self._obs_shape).astype(self._obs_dtype, copy=False)
-        final_np = packed[size:2 * size].reshape(n, *self._obs_shape)
-        rest = packed[2 * size:].reshape(3, n)
+        final_np = packed[size : 2 * size].reshape(n, *self._obs_shape)
+        rest = packed[2 * size :].reshape(3, n)
         rewards = rest[0].copy()
         terminated_np = rest[1] > 0.5
         truncated_np = rest[2] > 0.5
         dones = terminated_np | truncated_np
+        if not same_step and dones.any():
+            self._reset_finished(obs_np, terminated | truncated)
         infos: list[dict[str, Any]] = [{} for _ in range(n)]
         for i in np.flatnonzero(dones):
             infos[i]["terminal_observation"] = final_np[i].astype(self._obs_dtype, copy=True)
             infos[i]["TimeLimit.truncated"] = bool(truncated_np[i] and not terminated_np[i])
         return obs_np, rewards, dones, infos
+
+    def _reset_finished(self, obs_np: np.ndarray, done: torch.Tensor) -> None:
+        """Reset the envs whose episode ended (``done``, on the device) and write the
+        observations after that reset into ``obs_np``, as SB3 expects. All rows: for Tag, a
+        game's reset also gives new observations to slots that were idle (not done)."""
+        reset_obs, _ = self.env.reset(options={"reset_mask": done})
+        obs_np[...] = reset_obs.cpu().numpy().reshape(obs_np.shape)
 
     # -- attributes and methods: the n envs are one object, so these apply to all --
 
@@ -153,22 +177,30 @@ class SB3VecEnv(VecEnv):
         self._require_all(indices, "set_attr")
         setattr(self.env, attr_name, value)
 
-    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
-                   **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: VecEnvIndices = None,
+        **method_kwargs: Any,
+    ) -> list[Any]:
         """Call a method of the vector env once; its result is repeated per index."""
         result = getattr(self.env, method_name)(*method_args, **method_kwargs)
         return [result for _ in self._indices(indices)]
 
-    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper],
-                       indices: VecEnvIndices = None) -> list[bool]:
+    def env_is_wrapped(
+        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
+    ) -> list[bool]:
         """Our envs are never wrapped in ``gym.Wrapper`` (use ``VecMonitor`` for stats)."""
         return [False for _ in self._indices(indices)]
 
     def _require_all(self, indices: VecEnvIndices, what: str) -> None:
         chosen = sorted(set(self._indices(indices)))
         if chosen != list(range(self.num_envs)):
-            raise ValueError(f"{what}: the {self.num_envs} envs share one vector env, so "
-                             f"indices must be None or all of them, got {indices}")
+            raise ValueError(
+                f"{what}: the {self.num_envs} envs share one vector env, so "
+                f"indices must be None or all of them, got {indices}"
+            )
 
     # -- seeding, options, rendering, closing --
 

@@ -5,6 +5,10 @@
 ``gymnasium.make_vec`` finds our ids without importing gpu_vecenv first. Everything the loop
 touches (actions, observations, rewards, episode returns) is a torch tensor on ``--device``;
 the only host transfer is the summary printed at the end.
+
+CPU threads: ``--threads`` (default 1) sets torch's CPU thread count. On a few cores shared
+with other work, torch's default (one thread per core) makes small tensor ops several
+times slower, not faster (docs/adapters.md, "CPU threads"); ``--threads 0`` keeps it.
 """
 
 from __future__ import annotations
@@ -35,7 +39,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (0: torch's default, one per core)")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
 
     envs = gym.make_vec(args.env_id, num_envs=args.num_envs, device=device)

@@ -5,6 +5,10 @@
 ``gpu_vecenv.parallel_env("GPUTag-v0", num_games=G)`` is a PettingZoo ``ParallelEnv`` whose
 values are tensors ``[G, ...]`` per agent name (``tagger_0 …``, ``runner_0 …``). Here every
 agent acts at random; taggers and runners keep separate return totals on the device.
+
+CPU threads: ``--threads`` (default 1) sets torch's CPU thread count. On a few cores shared
+with other work, torch's default (one thread per core) makes small tensor ops several
+times slower, not faster (docs/adapters.md, "CPU threads"); ``--threads 0`` keeps it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (0: torch's default, one per core)")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
 
     env = gpu_vecenv.parallel_env(args.env_id, num_games=args.num_games, device=device)

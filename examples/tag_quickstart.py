@@ -1,6 +1,10 @@
 """Tag in three views: Gymnasium (agents as vector slots), batched PettingZoo, and a GIF.
 
     python examples/tag_quickstart.py [--device cuda] [--games 1024] [--gif tag.gif]
+
+CPU threads: ``--threads`` (default 1) sets torch's CPU thread count. On a few cores shared
+with other work, torch's default (one thread per core) makes small tensor ops several
+times slower, not faster (docs/adapters.md, "CPU threads"); ``--threads 0`` keeps it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="torch device (default: cuda if any)")
     parser.add_argument("--games", type=int, default=1024)
     parser.add_argument("--gif", default=None, help="also write a GIF of one game here")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (0: torch's default, one per core)")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
 
     # Gymnasium: num_envs games; every agent is one slot (slot = game * agents + agent).
     env = gymnasium.make_vec("GPUTag-v0", num_envs=args.games, device=args.device,

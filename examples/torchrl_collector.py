@@ -5,6 +5,10 @@
 The env is a TorchRL ``EnvBase`` with ``batch_size=[num_envs]``; TorchRL resets finished
 envs itself through ``"_reset"``. The policy here is a small untrained MLP actor sampling
 from a categorical distribution; plug in your own module and loss (e.g. ``ClipPPOLoss``).
+
+CPU threads: ``--threads`` (default 1) sets torch's CPU thread count. On a few cores shared
+with other work, torch's default (one thread per core) makes small tensor ops several
+times slower, not faster (docs/adapters.md, "CPU threads"); ``--threads 0`` keeps it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (0: torch's default, one per core)")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
     env = TorchRLEnv(args.env_id, num_envs=args.num_envs, device=args.device)

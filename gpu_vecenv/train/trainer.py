@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -201,40 +202,20 @@ class Trainer:
         the evaluation. Ctrl-C stops at the end of the current iteration, saves a
         checkpoint and raises :class:`TrainingInterrupted`."""
         if self.finished is not None:
-            warnings.warn(f"run {self.run_dir} is already finished ({self.finished} reached "
-                          f"at step {self.global_step:,}); nothing to train", stacklevel=2)
-            return TrainResult(self.run_dir, self.global_step, 0.0, stopped="already_finished",
-                               recent_returns=self.recent_returns())
-        with InterruptRequest() as interrupt:
-            stopped, rows, seconds = self._loop(interrupt)
-        if interrupt.requested:
-            raise TrainingInterrupted(self.run_dir, self.global_step,
-                                      self.run_dir / "checkpoints" / "latest.pt")
-        evaluation = None
-        if stopped in ("total_steps", "stop_at_return"):
-            evaluation = self._evaluate()
-        return TrainResult(self.run_dir, self.global_step, seconds, rows, evaluation,
-                           stopped, self.recent_returns())
-
-    # -- the loop --
-
-    def _loop(self, interrupt: InterruptRequest
-              ) -> tuple[str, list[dict[str, Any]], float]:
-        """The iterations of :meth:`run`: ``(why it stopped, logged rows, seconds)``."""
+            return self._nothing_to_train()
         t = self.config.trainer
-        writer, progress = self._open_outputs()
-        timer = IterationTimer(self.global_step, self._sync if t.sync_timing else None)
         rows: list[dict[str, Any]] = []
         stopped = None
-        try:
+        with InterruptRequest() as interrupt, self._outputs() as (writer, progress):
+            timer = IterationTimer(self.global_step, self._sync if t.sync_timing else None)
             while self.iteration < self.num_iterations and not interrupt.requested:
                 for g in self.groups:
                     g.learner.begin_iteration(self.global_step,
                                               self.iteration / self.num_iterations)
                 with timer.phase("rollout"):
-                    self.phases.collect()  # -> self._collect, eager or replayed
+                    self.phases.collect()  # self._collect, eager or as a CUDA graph
                 with timer.phase("update"):
-                    metrics = self.phases.update()  # -> self._update
+                    metrics = self.phases.update()  # self._update, likewise
                 self.iteration += 1
                 self.global_step += self.batch
                 last = self.iteration == self.num_iterations
@@ -251,10 +232,13 @@ class Trainer:
                     break
             if interrupt.requested and self.saved_step != self.global_step:
                 self.save()  # Ctrl-C before the first iteration ended: still resumable
-        finally:
-            progress.close()
-            writer.close()
-        return stopped or "total_steps", rows, timer.elapsed()
+            seconds = timer.elapsed()
+        if interrupt.requested:
+            raise TrainingInterrupted(self.run_dir, self.global_step,
+                                      self.run_dir / "checkpoints" / "latest.pt")
+        evaluation = self._evaluate() if stopped in (None, "stop_at_return") else None
+        return TrainResult(self.run_dir, self.global_step, seconds, rows, evaluation,
+                           stopped or "total_steps", self.recent_returns())
 
     def _collect(self) -> None:
         """The roll-out: ``steps_per_iteration`` vector steps; every policy acts for its
@@ -279,9 +263,10 @@ class Trainer:
 
     # -- around the loop: outputs, rows, stopping --
 
-    def _open_outputs(self) -> tuple[MetricsWriter, Progress]:
-        """Prepare the run directory (cleared with ``overwrite``, the config saved);
-        the metrics writer and the progress display."""
+    @contextmanager
+    def _outputs(self) -> Iterator[tuple[MetricsWriter, Progress]]:
+        """The run directory prepared (cleared with ``overwrite``, the config saved); the
+        metrics writer and the progress display, closed on leaving."""
         t = self.config.trainer
         if self.overwrite:
             run_directory.clear_outputs(self.run_dir)
@@ -290,7 +275,17 @@ class Trainer:
         writer = MetricsWriter(self.run_dir, t.tensorboard, resume_step=self.resumed_from)
         progress = Progress(t.progress, self.num_iterations * self.batch, self.global_step,
                             t.progress_interval)
-        return writer, progress
+        try:
+            yield writer, progress
+        finally:
+            progress.close()
+            writer.close()
+
+    def _nothing_to_train(self) -> TrainResult:
+        warnings.warn(f"run {self.run_dir} is already finished ({self.finished} reached "
+                      f"at step {self.global_step:,}); nothing to train", stacklevel=3)
+        return TrainResult(self.run_dir, self.global_step, 0.0, stopped="already_finished",
+                           recent_returns=self.recent_returns())
 
     def _after_row(self, row: dict[str, Any], progress: Progress) -> str | None:
         """Count the row's episodes, show them; why to stop now (``callback``,

@@ -118,3 +118,25 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
         raise ValueError("all policies must use the same num_steps (ppo, a2c) or "
                          "train_frequency (ddpg): the env steps them together")
     return groups
+
+
+def joint_actions(groups: list[PolicyGroup], num_slots: int, device: torch.device
+                  ) -> torch.Tensor | None:
+    """The vector's action tensor ``(num_slots, *A)`` that several policies (or one over
+    some of the slots) write into (:func:`join_actions`); ``None`` where one policy acts
+    for every slot and its actions go to the env as they are."""
+    if len(groups) == 1 and groups[0].slots is None:
+        return None
+    spec = groups[0].learner.spec
+    return torch.zeros((num_slots, *spec.action_shape), dtype=spec.dtype, device=device)
+
+
+def join_actions(groups: list[PolicyGroup], actions: list[torch.Tensor],
+                 joint: torch.Tensor | None) -> torch.Tensor:
+    """The vector's actions from each group's ``(N, *A)``, written into ``joint`` (from
+    :func:`joint_actions`; ``None``: the one group's actions as they are)."""
+    if joint is None:
+        return actions[0]
+    for g, a in zip(groups, actions, strict=True):
+        joint.index_copy_(0, g.slots, a)
+    return joint

@@ -35,7 +35,7 @@ from gpu_vecenv.train.config import ALGO_CONFIGS, Config
 from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
 from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
 from gpu_vecenv.train.logger import IterationTimer, MetricsWriter
-from gpu_vecenv.train.policies import PolicyGroup, build_groups
+from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
 from gpu_vecenv.train.progress import Progress
 from gpu_vecenv.train.stopping import (
     InterruptRequest,
@@ -141,11 +141,7 @@ class Trainer:
         self.global_step = 0
         self.obs, _ = self.env.reset(seed=t.seed)
         self.obs = self.obs.clone()
-        self._full_actions = None
-        if len(self.groups) > 1 or self.groups[0].slots is not None:
-            spec = self.groups[0].learner.spec
-            self._full_actions = torch.zeros((self.num_slots, *spec.action_shape),
-                                             dtype=spec.dtype, device=self.device)
+        self._joint_actions = joint_actions(self.groups, self.num_slots, self.device)
         names = [g.name for g in self.groups]
         self.return_thresholds = thresholds_by_policy(t.stop_at_return, names)
         self.return_windows = {name: ReturnWindow() for name in names}
@@ -246,7 +242,7 @@ class Trainer:
         for step in range(self.steps_per_iteration):
             actions = [g.learner.act(step, g.select(self.obs)) for g in self.groups]
             obs, reward, terminated, truncated, info = self.env.step(
-                self._join_actions(actions))
+                join_actions(self.groups, actions, self._joint_actions))
             done = terminated | truncated
             final_obs = info["final_obs"]
             for g in self.groups:
@@ -317,14 +313,6 @@ class Trainer:
             prefix = "" if single else f"{name}/"
             if f"{prefix}episodes" in row:
                 window.add(row[f"{prefix}episode_return"], row[f"{prefix}episodes"])
-
-    def _join_actions(self, actions: list[torch.Tensor]) -> torch.Tensor:
-        """The vector's actions ``(num_slots, *A)`` from each policy's ``(N, *A)``."""
-        if self._full_actions is None:
-            return actions[0]
-        for g, a in zip(self.groups, actions, strict=True):
-            self._full_actions.index_copy_(0, g.slots, a)
-        return self._full_actions
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

@@ -94,8 +94,8 @@ class DDPGLearner:
     # -- learning --
 
     def ready(self, global_step: int) -> bool:
-        """Once the run has ``learning_starts`` steps and the buffer a batch (host
-        integers: no sync)."""
+        """Once ``global_step`` (env steps after this roll-out) reaches ``learning_starts``
+        and the buffer holds a batch (host integers: no sync)."""
         return (global_step >= self.config.learning_starts
                 and self.replay.size >= self.config.batch_size)
 

@@ -21,7 +21,8 @@ _OU_DT = 1e-2  # time step of the Ornstein-Uhlenbeck process (as in SB3 / baseli
 
 
 class DDPGLearner:
-    """Deterministic actor, Q critic, target copies with soft updates, replay on device."""
+    """Deterministic actor, Q critic, target copies with soft updates, replay on device:
+    the :class:`~gpu_vecenv.train.learner.Learner` of ``DDPGConfig``."""
 
     def __init__(self, config: DDPGConfig, obs_dim: int, spec: ActionSpec, num_slots: int,
                  device: torch.device, generator: torch.Generator):
@@ -44,18 +45,26 @@ class DDPGLearner:
                                    device)
         self.ou_state = torch.zeros((num_slots, spec.head_size), device=device)
         self.updates = 0
+        self.steps_per_iteration = config.train_frequency
+        # Uniform random actions; begin_iteration sets it (a new run is at step 0).
+        self.warming_up = config.learning_starts > 0
         self._last_obs: torch.Tensor | None = None
         self._last_action: torch.Tensor | None = None
+
+    def begin_iteration(self, global_step: int, fraction_done: float) -> None:
+        """Explore uniformly while ``global_step < learning_starts`` (learning rates stay
+        constant)."""
+        self.warming_up = global_step < self.config.learning_starts
 
     # -- acting --
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, random: bool) -> torch.Tensor:
-        """Actions for ``obs`` ``(N, D)``: uniform in the bounds during warm-up
-        (``random``), else ``mu(s)`` plus noise, clipped to the bounds."""
+    def act(self, step: int, obs: torch.Tensor) -> torch.Tensor:
+        """Actions for ``obs`` ``(N, D)``: uniform in the bounds during the warm-up,
+        else ``mu(s)`` plus noise, clipped to the bounds (``step`` is unused)."""
         m = self.model
         shape = (obs.shape[0], self.spec.head_size)
-        if random:
+        if self.warming_up:
             u = torch.rand(shape, device=self.device, generator=self.generator)
             action = m.action_center + m.action_scale * (2.0 * u - 1.0)
         else:
@@ -83,6 +92,12 @@ class DDPGLearner:
         self.model.normalizer.update(self._last_obs)
 
     # -- learning --
+
+    def ready(self, global_step: int) -> bool:
+        """Once ``global_step`` (env steps after this roll-out) reaches ``learning_starts``
+        and the buffer holds a batch (host integers: no sync)."""
+        return (global_step >= self.config.learning_starts
+                and self.replay.size >= self.config.batch_size)
 
     def update(self) -> dict[str, torch.Tensor]:
         """``gradient_steps`` critic steps (and actor/target steps every
@@ -123,9 +138,6 @@ class DDPGLearner:
         if self.config.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.max_grad_norm)
         optimizer.step()
-
-    def set_progress(self, fraction_done: float) -> None:
-        """DDPG keeps constant learning rates."""
 
     # -- checkpoints --
 

@@ -15,6 +15,9 @@ and learning rate in device tensors, so annealing writes the rate before a repla
 in the loop reads a tensor on the host. Hence a graphed run computes what the eager run
 computes, bit for bit (tested on the GPU).
 
+:func:`iteration_phases` gives the trainer a :class:`GraphedLoop` where capture works and an
+:class:`EagerLoop` (plain calls) elsewhere: the trainer's loop reads the same either way.
+
 The first :data:`WARMUP_ITERATIONS` iterations run eagerly on the capture stream, as
 torch advises (cuBLAS handles, autograd and optimizer state come into being outside the
 graphs); the graphs are captured before the next iteration and replayed from then on.
@@ -51,6 +54,36 @@ def graph_blockers(device: torch.device, backend_name: str, policy_configs: dict
             reasons.append(f"policy {name!r} sets target_kl (its early stop reads a value "
                            "on the host)")
     return reasons
+
+
+class EagerLoop:
+    """Runs a trainer's ``collect`` and ``update`` as plain calls (the CPU, DDPG, or
+    ``trainer.cuda_graphs=false``); same methods as :class:`GraphedLoop`."""
+
+    captured = False
+
+    def __init__(self, collect: Callable[[], None],
+                 update: Callable[[], dict[str, dict[str, torch.Tensor]]]):
+        self.collect = collect
+        self.update = update
+
+
+def iteration_phases(collect: Callable[[], None],
+                     update: Callable[[], dict[str, dict[str, torch.Tensor]]],
+                     generator: torch.Generator, device: torch.device, wanted: bool | None,
+                     backend_name: str, policy_configs: dict[str, Any]
+                     ) -> GraphedLoop | EagerLoop:
+    """The runner of a trainer's roll-out (``collect``) and ``update``: CUDA graphs where
+    ``trainer.cuda_graphs`` (``wanted``) allows and :func:`graph_blockers` finds nothing
+    against them, else eager calls. ``wanted=True`` with a blocker is a ``ValueError``."""
+    if wanted is False:
+        return EagerLoop(collect, update)
+    blockers = graph_blockers(device, backend_name, policy_configs)
+    if blockers:
+        if wanted:
+            raise ValueError("trainer.cuda_graphs=true, but " + "; ".join(blockers))
+        return EagerLoop(collect, update)
+    return GraphedLoop(collect, update, generator, device)
 
 
 class GraphedLoop:

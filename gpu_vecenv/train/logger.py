@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,47 @@ class EpisodeStats:
         self.running_return.copy_(state["running_return"])
         self.running_length.copy_(state["running_length"])
         self.totals.copy_(state["totals"])
+
+
+class IterationTimer:
+    """Wall-clock windows for the logged rows: seconds since the run started, env steps
+    per second and seconds spent in each phase (roll-out, update) since the last row.
+
+    Args:
+        global_step: env steps done when the run (re)starts.
+        sync: called at the end of each phase (``trainer.sync_timing`` on a GPU: a device
+            sync, so a phase's time is the GPU's, not the time to queue its kernels).
+    """
+
+    def __init__(self, global_step: int, sync: Callable[[], None] | None = None):
+        self.sync = sync
+        self.start = time.perf_counter()
+        self._window_start, self._window_step = self.start, global_step
+        self._phase_seconds = {"rollout": 0.0, "update": 0.0}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block as phase ``name`` (``rollout`` or ``update``)."""
+        start = time.perf_counter()
+        yield
+        if self.sync is not None:
+            self.sync()
+        self._phase_seconds[name] += time.perf_counter() - start
+
+    def read(self, global_step: int) -> dict[str, float]:
+        """``time``, ``steps_per_second``, ``rollout_seconds``, ``update_seconds`` (row
+        keys) for the window that ends now, at ``global_step``; starts the next window."""
+        now = time.perf_counter()
+        rate = (global_step - self._window_step) / max(now - self._window_start, 1e-9)
+        row = {"time": round(now - self.start, 4), "steps_per_second": rate,
+               **{f"{name}_seconds": s for name, s in self._phase_seconds.items()}}
+        self._window_start, self._window_step = now, global_step
+        self._phase_seconds = {"rollout": 0.0, "update": 0.0}
+        return row
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.perf_counter() - self.start
 
 
 # Row keys that TensorBoard shows under charts/ (the rest of a learner's metrics go under

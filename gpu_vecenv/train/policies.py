@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
-from gpu_vecenv.train.config import Config, DDPGConfig
-from gpu_vecenv.train.ddpg import DDPGLearner
+from gpu_vecenv.train.config import Config
 from gpu_vecenv.train.distributions import ActionSpec
+from gpu_vecenv.train.learner import Learner, build_learner
 from gpu_vecenv.train.logger import EpisodeStats
-from gpu_vecenv.train.on_policy import OnPolicyLearner
 
 
 @dataclass
@@ -26,7 +25,7 @@ class PolicyGroup:
 
     name: str
     slots: torch.Tensor | None
-    learner: OnPolicyLearner | DDPGLearner
+    learner: Learner
     stats: EpisodeStats
 
     def select(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -104,27 +103,40 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
     agents_per_game = 1 if assignment.get("default", []) is None else len(agent_roles(env))
     games = num_slots // agents_per_game
     groups = []
-    steps = set()
     for name, ids in assignment.items():
-        algo_config = config.policy_config(name)
-        steps.add(algo_config.train_frequency if isinstance(algo_config, DDPGConfig)
-                  else algo_config.num_steps)
         if ids is None:
             slots, n = None, num_slots
         else:
             slots = (torch.arange(games, device=device).unsqueeze(1) * agents_per_game
                      + torch.tensor(ids, device=device).unsqueeze(0)).reshape(-1)
             n = slots.shape[0]
-        if isinstance(algo_config, DDPGConfig):
-            if config.trainer.fused_kernels:
-                raise ValueError("trainer.fused_kernels=true, but they implement PPO's "
-                                 "update, not ddpg's")
-            learner = DDPGLearner(algo_config, obs_dim, spec, n, device, generator)
-        else:
-            learner = OnPolicyLearner(algo_config, obs_dim, spec, n, device, generator,
-                                      fused=config.trainer.fused_kernels)
+        learner = build_learner(config.policy_config(name), obs_dim, spec, n, device,
+                                generator, config.trainer.fused_kernels)
         groups.append(PolicyGroup(name, slots, learner, EpisodeStats(n, device)))
+    steps = {g.learner.steps_per_iteration for g in groups}
     if len(steps) > 1:
         raise ValueError("all policies must use the same num_steps (ppo, a2c) or "
                          "train_frequency (ddpg): the env steps them together")
     return groups
+
+
+def joint_actions(groups: list[PolicyGroup], num_slots: int, device: torch.device
+                  ) -> torch.Tensor | None:
+    """The vector's action tensor ``(num_slots, *A)`` that several policies (or one over
+    some of the slots) write into (:func:`join_actions`); ``None`` where one policy acts
+    for every slot and its actions go to the env as they are."""
+    if len(groups) == 1 and groups[0].slots is None:
+        return None
+    spec = groups[0].learner.spec
+    return torch.zeros((num_slots, *spec.action_shape), dtype=spec.dtype, device=device)
+
+
+def join_actions(groups: list[PolicyGroup], actions: list[torch.Tensor],
+                 joint: torch.Tensor | None) -> torch.Tensor:
+    """The vector's actions from each group's ``(N, *A)``, written into ``joint`` (from
+    :func:`joint_actions`; ``None``: the one group's actions as they are)."""
+    if joint is None:
+        return actions[0]
+    for g, a in zip(groups, actions, strict=True):
+        joint.index_copy_(0, g.slots, a)
+    return joint

@@ -1,9 +1,14 @@
 """The training loop: roll-out on the device, update, log, checkpoint, evaluate.
 
 An iteration is ``num_steps`` vector steps (PPO, A2C) or ``train_frequency`` vector
-steps (DDPG) followed by each policy's update. The loop never reads a tensor on the
-host except every ``log_interval`` iterations (metrics, episode statistics) and at
-checkpoints, so on a GPU the host runs ahead and only queues work.
+steps (DDPG) followed by each policy's update. :meth:`Trainer.run` reads top to bottom;
+what each algorithm does at each step is its :class:`~gpu_vecenv.train.learner.Learner`'s
+(:mod:`.ppo`, :mod:`.a2c`, :mod:`.ddpg`), whether the roll-out and update run as CUDA
+graphs is :mod:`.graphs`', the timing windows are :mod:`.logger`'s.
+
+The loop never reads a tensor on the host except every ``log_interval`` iterations
+(metrics, episode statistics) and at checkpoints, so on a GPU the host runs ahead and
+only queues work.
 
 A run ends at ``total_steps``, or earlier when the mean recent return reaches
 ``stop_at_return`` or on Ctrl-C (:mod:`gpu_vecenv.train.stopping`); it always ends on an
@@ -13,9 +18,9 @@ iteration boundary with a checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,12 +31,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import run_directory
-from gpu_vecenv.train.config import ALGO_CONFIGS, Config, DDPGConfig
+from gpu_vecenv.train.config import ALGO_CONFIGS, Config
 from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
-from gpu_vecenv.train.ddpg import DDPGLearner
-from gpu_vecenv.train.graphs import GraphedLoop, graph_blockers
-from gpu_vecenv.train.logger import MetricsWriter
-from gpu_vecenv.train.policies import PolicyGroup, build_groups
+from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
+from gpu_vecenv.train.logger import IterationTimer, MetricsWriter
+from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
 from gpu_vecenv.train.progress import Progress
 from gpu_vecenv.train.stopping import (
     InterruptRequest,
@@ -129,9 +133,7 @@ class Trainer:
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
         self.groups: list[PolicyGroup] = build_groups(config, self.env, self.device,
                                                       self.generator)
-        self.is_ddpg = isinstance(config.algo_config, DDPGConfig)
-        first = config.policy_config(self.groups[0].name)
-        self.steps_per_iteration = first.train_frequency if self.is_ddpg else first.num_steps
+        self.steps_per_iteration = self.groups[0].learner.steps_per_iteration
         self.num_slots = self.env.num_envs
         self.batch = self.steps_per_iteration * self.num_slots
         self.num_iterations = max(1, t.total_steps // self.batch)
@@ -139,11 +141,7 @@ class Trainer:
         self.global_step = 0
         self.obs, _ = self.env.reset(seed=t.seed)
         self.obs = self.obs.clone()
-        self._full_actions = None
-        if len(self.groups) > 1 or self.groups[0].slots is not None:
-            spec = self.groups[0].learner.spec
-            self._full_actions = torch.zeros((self.num_slots, *spec.action_shape),
-                                             dtype=spec.dtype, device=self.device)
+        self._joint_actions = joint_actions(self.groups, self.num_slots, self.device)
         names = [g.name for g in self.groups]
         self.return_thresholds = thresholds_by_policy(t.stop_at_return, names)
         self.return_windows = {name: ReturnWindow() for name in names}
@@ -151,7 +149,10 @@ class Trainer:
         self.saved_step: int | None = None
         if resume:
             self._load(run_directory.checkpoint_to_resume(self.run_dir))
-        self.graphs = self._graphed_loop()
+        self.phases = iteration_phases(
+            self._collect, self._update, self.generator, self.device, t.cuda_graphs,
+            getattr(self.env, "backend_name", "?"),
+            {g.name: config.policy_config(g.name) for g in self.groups})
         size_warning = self._cpu_size_warning()
         if size_warning:
             warnings.warn(size_warning, stacklevel=2)
@@ -187,135 +188,61 @@ class Trainer:
                 out[name] = (mean, window.count)
         return out
 
-    def _graphed_loop(self) -> GraphedLoop | None:
+    @property
+    def graphs(self) -> GraphedLoop | None:
         """The CUDA-graph runner of the roll-out and update, if this run uses one."""
-        wanted = self.config.trainer.cuda_graphs
-        if wanted is False:
-            return None
-        configs = {g.name: self.config.policy_config(g.name) for g in self.groups}
-        blockers = graph_blockers(self.device, getattr(self.env, "backend_name", "?"),
-                                  configs)
-        if blockers:
-            if wanted:
-                raise ValueError("trainer.cuda_graphs=true, but " + "; ".join(blockers))
-            return None
-        return GraphedLoop(self._collect, self._update, self.generator, self.device)
-
-    # -- the loop --
+        return self.phases if isinstance(self.phases, GraphedLoop) else None
 
     def run(self) -> TrainResult:
         """Train until ``total_steps`` (or ``stop_at_return``); returns the logged rows and
         the evaluation. Ctrl-C stops at the end of the current iteration, saves a
         checkpoint and raises :class:`TrainingInterrupted`."""
-        t = self.config.trainer
         if self.finished is not None:
-            warnings.warn(f"run {self.run_dir} is already finished ({self.finished} reached "
-                          f"at step {self.global_step:,}); nothing to train", stacklevel=2)
-            return TrainResult(self.run_dir, self.global_step, 0.0, stopped="already_finished",
-                               recent_returns=self.recent_returns())
-        with InterruptRequest() as interrupt:
-            stopped, rows, elapsed = self._loop(interrupt)
-        if interrupt.requested:
-            raise TrainingInterrupted(self.run_dir, self.global_step,
-                                      self.run_dir / "checkpoints" / "latest.pt")
-        evaluation = None
-        if t.eval_episodes > 0 and stopped in ("total_steps", "stop_at_return"):
-            from gpu_vecenv.train.evaluation import evaluate, write_evaluation
-
-            evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
-            write_evaluation(evaluation, self.run_dir / "eval.json")
-        return TrainResult(self.run_dir, self.global_step, elapsed, rows, evaluation,
-                           stopped, self.recent_returns())
-
-    def _loop(self, interrupt: InterruptRequest
-              ) -> tuple[str, list[dict[str, Any]], float]:
-        """The iterations of :meth:`run`: ``(why it stopped, logged rows, seconds)``."""
+            return self._nothing_to_train()
         t = self.config.trainer
-        if self.overwrite:
-            run_directory.clear_outputs(self.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_yaml(self.config, self.run_dir / "config.yaml")
-        writer = MetricsWriter(self.run_dir, t.tensorboard, resume_step=self.resumed_from)
-        progress = Progress(t.progress, self.num_iterations * self.batch, self.global_step,
-                            t.progress_interval)
         rows: list[dict[str, Any]] = []
-        start = time.perf_counter()
-        window_start, window_step = start, self.global_step
-        rollout_s = update_s = 0.0
-        stopped = "total_steps"
-        try:
+        stopped = None
+        with InterruptRequest() as interrupt, self._outputs() as (writer, progress):
+            timer = IterationTimer(self.global_step, self._sync if t.sync_timing else None)
             while self.iteration < self.num_iterations and not interrupt.requested:
                 for g in self.groups:
-                    g.learner.set_progress(self.iteration / self.num_iterations)
-                t0 = time.perf_counter()
-                if self.graphs is not None:
-                    self.graphs.collect()
-                else:
-                    self._collect()
-                self._maybe_sync()
-                t1 = time.perf_counter()
-                metrics = self.graphs.update() if self.graphs is not None else self._update()
-                self._maybe_sync()
-                rollout_s += t1 - t0
-                update_s += time.perf_counter() - t1
+                    g.learner.begin_iteration(self.global_step,
+                                              self.iteration / self.num_iterations)
+                with timer.phase("rollout"):
+                    self.phases.collect()  # self._collect, eager or as a CUDA graph
+                with timer.phase("update"):
+                    metrics = self.phases.update()  # self._update, likewise
                 self.iteration += 1
                 self.global_step += self.batch
                 last = self.iteration == self.num_iterations
                 if self.iteration % t.log_interval == 0 or last:
-                    now = time.perf_counter()
-                    row = self._row(metrics, now - start, (self.global_step - window_step)
-                                    / max(now - window_start, 1e-9), rollout_s, update_s)
-                    window_start, window_step, rollout_s, update_s = now, self.global_step, 0, 0
+                    row = self._row(metrics, timer.read(self.global_step))
                     rows.append(row)
                     writer.write(row)
-                    self._add_to_return_windows(row)
-                    progress.set_stats(row["steps_per_second"],
-                                       {k: v[0] for k, v in self.recent_returns().items()})
-                    if self.callback is not None and self.callback(row) is False:
-                        stopped = "callback"
-                    elif threshold_reached(self.return_windows, self.return_thresholds):
-                        stopped = "stop_at_return"
+                    stopped = self._after_row(row, progress)
                 progress.update(self.global_step)
-                if stopped != "total_steps" or last or interrupt.requested or (
+                if stopped or last or interrupt.requested or (
                         t.checkpoint_interval and self.iteration % t.checkpoint_interval == 0):
                     self.save()
-                if stopped != "total_steps":
+                if stopped:
                     break
             if interrupt.requested and self.saved_step != self.global_step:
                 self.save()  # Ctrl-C before the first iteration ended: still resumable
-        finally:
-            progress.close()
-            writer.close()
-        return stopped, rows, time.perf_counter() - start
-
-    def _add_to_return_windows(self, row: dict[str, Any]) -> None:
-        single = len(self.groups) == 1
-        for name, window in self.return_windows.items():
-            prefix = "" if single else f"{name}/"
-            if f"{prefix}episodes" in row:
-                window.add(row[f"{prefix}episode_return"], row[f"{prefix}episodes"])
-
-    def _select_actions(self, actions: list[torch.Tensor]) -> torch.Tensor:
-        if self._full_actions is None:
-            return actions[0]
-        for g, a in zip(self.groups, actions, strict=True):
-            self._full_actions.index_copy_(0, g.slots, a)
-        return self._full_actions
+            seconds = timer.elapsed()
+        if interrupt.requested:
+            raise TrainingInterrupted(self.run_dir, self.global_step,
+                                      self.run_dir / "checkpoints" / "latest.pt")
+        evaluation = self._evaluate() if stopped in (None, "stop_at_return") else None
+        return TrainResult(self.run_dir, self.global_step, seconds, rows, evaluation,
+                           stopped or "total_steps", self.recent_returns())
 
     def _collect(self) -> None:
-        """``steps_per_iteration`` vector steps; every policy records its slots."""
-        warmup = [isinstance(g.learner, DDPGLearner)
-                  and self.global_step < g.learner.config.learning_starts for g in self.groups]
+        """The roll-out: ``steps_per_iteration`` vector steps; every policy acts for its
+        slots and records what the env returned."""
         for step in range(self.steps_per_iteration):
-            actions = []
-            for g, random in zip(self.groups, warmup, strict=True):
-                obs = g.select(self.obs)
-                if self.is_ddpg:
-                    actions.append(g.learner.act(obs, random))
-                else:
-                    actions.append(g.learner.act(step, obs))
+            actions = [g.learner.act(step, g.select(self.obs)) for g in self.groups]
             obs, reward, terminated, truncated, info = self.env.step(
-                self._select_actions(actions))
+                join_actions(self.groups, actions, self._joint_actions))
             done = terminated | truncated
             final_obs = info["final_obs"]
             for g in self.groups:
@@ -325,32 +252,83 @@ class Trainer:
             self.obs = obs
 
     def _update(self) -> dict[str, dict[str, torch.Tensor]]:
-        metrics = {}
-        for g in self.groups:
-            learner = g.learner
-            if isinstance(learner, DDPGLearner):
-                c = learner.config
-                ready = (self.global_step + self.batch >= c.learning_starts
-                         and learner.replay.size >= c.batch_size)
-                metrics[g.name] = learner.update() if ready else {}
-            else:
-                metrics[g.name] = learner.update()
-        return metrics
+        """Every ready policy's update: ``{policy: {metric: device scalar}}``."""
+        steps_done = self.global_step + self.batch  # after this iteration's roll-out
+        return {g.name: g.learner.update() if g.learner.ready(steps_done) else {}
+                for g in self.groups}
 
-    def _maybe_sync(self) -> None:
-        if self.config.trainer.sync_timing and self.device.type == "cuda":
+    # -- around the loop: outputs, rows, stopping --
+
+    @contextmanager
+    def _outputs(self) -> Iterator[tuple[MetricsWriter, Progress]]:
+        """The run directory prepared (cleared with ``overwrite``, the config saved); the
+        metrics writer and the progress display, closed on leaving."""
+        t = self.config.trainer
+        if self.overwrite:
+            run_directory.clear_outputs(self.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_yaml(self.config, self.run_dir / "config.yaml")
+        writer = MetricsWriter(self.run_dir, t.tensorboard, resume_step=self.resumed_from)
+        progress = Progress(t.progress, self.num_iterations * self.batch, self.global_step,
+                            t.progress_interval)
+        try:
+            yield writer, progress
+        finally:
+            progress.close()
+            writer.close()
+
+    def _nothing_to_train(self) -> TrainResult:
+        warnings.warn(f"run {self.run_dir} is already finished ({self.finished} reached "
+                      f"at step {self.global_step:,}); nothing to train", stacklevel=3)
+        return TrainResult(self.run_dir, self.global_step, 0.0, stopped="already_finished",
+                           recent_returns=self.recent_returns())
+
+    def _after_row(self, row: dict[str, Any], progress: Progress) -> str | None:
+        """Count the row's episodes, show them; why to stop now (``callback``,
+        ``stop_at_return``) or ``None``."""
+        self._add_to_return_windows(row)
+        progress.set_stats(row["steps_per_second"],
+                           {k: v[0] for k, v in self.recent_returns().items()})
+        if self.callback is not None and self.callback(row) is False:
+            return "callback"
+        if threshold_reached(self.return_windows, self.return_thresholds):
+            return "stop_at_return"
+        return None
+
+    def _evaluate(self) -> dict[str, Any] | None:
+        """The evaluation after training (``eval_episodes``), also written to
+        ``eval.json``."""
+        t = self.config.trainer
+        if t.eval_episodes <= 0:
+            return None
+        from gpu_vecenv.train.evaluation import evaluate, write_evaluation
+
+        evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
+        write_evaluation(evaluation, self.run_dir / "eval.json")
+        return evaluation
+
+    def _add_to_return_windows(self, row: dict[str, Any]) -> None:
+        single = len(self.groups) == 1
+        for name, window in self.return_windows.items():
+            prefix = "" if single else f"{name}/"
+            if f"{prefix}episodes" in row:
+                window.add(row[f"{prefix}episode_return"], row[f"{prefix}episodes"])
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _row(self, metrics: dict[str, dict[str, torch.Tensor]], elapsed: float, rate: float,
-             rollout_s: float, update_s: float) -> dict[str, Any]:
+    def _row(self, metrics: dict[str, dict[str, torch.Tensor]], timing: dict[str, float]
+             ) -> dict[str, Any]:
+        """The logged row: counters, ``timing`` (:meth:`IterationTimer.read`), each
+        policy's metrics and episode statistics (prefixed ``<policy>/`` when several)."""
         # Invalid actions (e.g. NaN from a diverged network) freeze envs on the device;
         # report them here, where the row's read syncs anyway.
         check_errors = getattr(self.env, "check_errors", None)
         if check_errors is not None:
             check_errors()
         row: dict[str, Any] = {"global_step": self.global_step, "iteration": self.iteration,
-                               "time": round(elapsed, 4), "steps_per_second": rate,
-                               "rollout_seconds": rollout_s, "update_seconds": update_s}
+                               **timing}
         single = len(self.groups) == 1
         for g in self.groups:
             prefix = "" if single else f"{g.name}/"

@@ -1,7 +1,7 @@
 """The fused PPO kernels (``gpu_vecenv.train.fused``) against the torch path (``-m gpu``).
 
 Each kernel is tied to the computation it replaces: the minibatch gradient and statistics
-to autograd through :func:`gpu_vecenv.train.on_policy.ppo_minibatch_loss`, clipping to
+to autograd through :func:`gpu_vecenv.train.ppo.ppo_minibatch_loss`, clipping to
 ``clip_grad_norm_``, sampling to :mod:`gpu_vecenv.train.distributions` with the same
 noise, values to ``ActorCritic.value`` and GAE to :func:`losses.gae_advantages` (equal bit
 for bit: same float operations). Sums run in another order than cuBLAS's, so gradients
@@ -23,7 +23,7 @@ from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec, log_prob_and_entropy
 from gpu_vecenv.train.fused import FusedPPO, kernel_parameter_order
 from gpu_vecenv.train.networks import ActorCritic
-from gpu_vecenv.train.on_policy import ppo_minibatch_loss
+from gpu_vecenv.train.ppo import ppo_minibatch_loss
 
 pytestmark = pytest.mark.gpu
 

@@ -1,0 +1,106 @@
+"""PPO through the fused CUDA kernels of :mod:`gpu_vecenv.train.fused`: the same
+roll-out, advantages and minibatches as :class:`~gpu_vecenv.train.ppo.PPOLearner`, each
+phase in a few kernel launches (sampling, values + GAE, gradient + clip per minibatch).
+
+The kernels sum in another order than cuBLAS: results agree with the torch path to float
+rounding, and a fused run is deterministic. ``N``, ``T`` as in :mod:`.on_policy`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gpu_vecenv.train.config import A2CConfig, PPOConfig
+from gpu_vecenv.train.distributions import ActionSpec
+from gpu_vecenv.train.fused import FusedPPO, fused_blockers
+from gpu_vecenv.train.ppo import PPOLearner, ppo_metrics
+
+
+def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_dim: int,
+                        spec: ActionSpec, device: torch.device) -> bool:
+    """Whether a policy runs on the fused kernels (``trainer.fused_kernels`` is
+    ``wanted``: ``None`` = where they apply; ``True`` = they must, else a ``ValueError``
+    says why not)."""
+    if wanted is False:
+        return False
+    algo = "ppo" if isinstance(config, PPOConfig) else "a2c"
+    blockers = fused_blockers(algo, tuple(config.hidden_sizes), config.activation, obs_dim,
+                              spec, device)
+    if blockers and wanted:
+        raise ValueError("trainer.fused_kernels=true, but " + "; ".join(blockers))
+    return not blockers
+
+
+class FusedPPOLearner(PPOLearner):
+    """:class:`~gpu_vecenv.train.ppo.PPOLearner` with sampling, advantages and the
+    minibatch gradient in the fused kernels (same arguments)."""
+
+    fused: FusedPPO
+
+    def __init__(self, config: PPOConfig, obs_dim: int, spec: ActionSpec, num_slots: int,
+                 device: torch.device, generator: torch.Generator):
+        super().__init__(config, obs_dim, spec, num_slots, device, generator)
+        c, t, n = config, config.num_steps, num_slots
+        # Flattens the model's parameters in place (the optimizer keeps the same objects).
+        self.fused = FusedPPO(self.model, spec, obs_dim, tuple(c.hidden_sizes), c.activation,
+                              c.normalize_obs)
+        self._buffers = {name: torch.zeros((t, n), device=device)
+                         for name in ("values", "next_values", "advantages", "returns")}
+        self._adv_stats = torch.zeros(2 * c.num_minibatches, device=device)
+        if spec.kind == "box":
+            self._env_actions = torch.zeros((n, spec.head_size), device=device)
+
+    @torch.no_grad()
+    def act(self, step: int, obs: torch.Tensor) -> torch.Tensor:
+        """:meth:`PPOLearner.act` in one kernel (noise drawn from the same generator)."""
+        s = self.storage
+        shape = (obs.shape[0], self.spec.head_size)
+        if self.spec.kind == "box":
+            noise = torch.randn(shape, device=self.device, generator=self.generator)
+            env_actions = self._env_actions
+        else:
+            noise = torch.rand(shape, device=self.device, generator=self.generator)
+            env_actions = s.actions[step]
+        self.fused.act(obs, noise, s.obs[step], s.actions[step], s.log_probs[step],
+                       env_actions)
+        return env_actions
+
+    def advantages(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`PPOLearner.advantages` in three kernels (equal bit for bit)."""
+        c, s, b = self.config, self.storage, self._buffers
+        rewards = s.rewards * c.reward_scale if c.reward_scale != 1.0 else s.rewards
+        self.fused.values(s.flat(s.obs), b["values"].view(-1))
+        self.fused.values(s.flat(s.final_obs), b["next_values"].view(-1))
+        self.fused.gae(rewards, b["values"], b["next_values"], s.terminated, s.done,
+                       c.gamma, c.gae_lambda, b["advantages"], b["returns"])
+        return b["values"], b["advantages"], b["returns"]
+
+    def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
+                 returns: torch.Tensor) -> dict[str, torch.Tensor]:
+        """:meth:`PPOLearner.optimize` with the fused gradient (same minibatches, same
+        metrics)."""
+        c, s, f = self.config, self.storage, self.fused
+        batch = {"obs": s.flat(s.obs), "actions": s.flat(s.actions),
+                 "log_probs": s.flat(s.log_probs), "advantages": advantages.reshape(-1),
+                 "returns": returns.reshape(-1), "values": values.reshape(-1)}
+        rows = batch["obs"].shape[0]
+        minibatch = max(1, rows // c.num_minibatches)
+        f.totals.zero_()
+        count = 0
+        for _ in range(c.update_epochs):
+            order = torch.randperm(rows, device=self.device, generator=self.generator)
+            if c.norm_adv:
+                f.advantage_stats(batch["advantages"], order, minibatch, c.num_minibatches,
+                                  self._adv_stats)
+            kl_before = f.totals[4].clone() if c.target_kl is not None else None
+            for m in range(c.num_minibatches):
+                f.minibatch_gradient(batch, order, m * minibatch, minibatch,
+                                     self._adv_stats[2 * m:2 * m + 2], c.clip_coef,
+                                     c.ent_coef, c.vf_coef, c.clip_vloss, c.norm_adv)
+                f.clip_gradient(c.max_grad_norm)
+                self.optimizer.step()
+                count += 1
+            if kl_before is not None and \
+                    float(f.totals[4] - kl_before) / c.num_minibatches > c.target_kl:
+                break
+        return ppo_metrics(f.totals, count, c.num_minibatches)

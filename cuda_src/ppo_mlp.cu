@@ -823,8 +823,8 @@ extern "C" __global__ void clip_grads(float* __restrict__ grad, const float* __r
   grad[p] *= coef;
 }
 
-// Roll-out step: sample actions for obs (n, D) and store obs, action and log-prob.
-// noise: (n, A) uniform in [0, 1) (categorical: Gumbel-max) or standard normal (Box).
+// Roll-out step: sample actions for obs (n, kObsDim) and store obs, action and log-prob.
+// noise: (n, kActorOut) uniform in [0, 1) (categorical: Gumbel-max) or standard normal (Box).
 // env_actions: the actions for the env (Box: clipped to [low, high] when bounded).
 extern "C" __global__ void __launch_bounds__(kThreads) ppo_act(
     const float* __restrict__ params, const float* __restrict__ obs, int n,

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FROM_DEFINITION: Any = type("FromDefinition", (), {"__repr__": lambda self: "FROM_DEFINITION"})()
+
+class _FromDefinition:
+    def __repr__(self) -> str:
+        return "FROM_DEFINITION"
+
+
+FROM_DEFINITION: Any = _FromDefinition()
 """``EnvEntry.max_episode_steps`` of a shipped single-agent env: its definition's."""
 
 

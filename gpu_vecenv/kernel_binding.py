@@ -39,6 +39,11 @@ def reciprocal(value: float) -> np.float32:
     return np.float32(1.0 / value)
 
 
+def _is_float(value: Any) -> bool:
+    """Packed as a C float (else as an int): the binding rounds floats to np.float32."""
+    return isinstance(value, np.floating)
+
+
 class KernelLayoutError(RuntimeError):
     """An env's Python binding and its kernel file disagree on the constants."""
 
@@ -61,14 +66,13 @@ class KernelBinding:
     def pack_format(self, params: Any) -> tuple[str, tuple[Any, ...]]:
         """:mod:`struct` format and values of the ``Consts`` struct."""
         fields = self.consts(params)
-        fmt = "".join("f" if isinstance(v, np.floating) else "i" for _, v in fields)
-        return fmt, tuple(float(v) if isinstance(v, np.floating) else int(v) for _, v in fields)
+        fmt = "".join("f" if _is_float(v) else "i" for _, v in fields)
+        return fmt, tuple(float(v) if _is_float(v) else int(v) for _, v in fields)
 
     def fields(self, params: Any) -> list[tuple[str, str]]:
         """``[(C type, name), ...]`` of what :meth:`pack_format` packs: ``float`` for a
         float32, ``int`` for an int."""
-        return [("float" if isinstance(v, np.floating) else "int", name)
-                for name, v in self.consts(params)]
+        return [("float" if _is_float(v) else "int", name) for name, v in self.consts(params)]
 
     @property
     def kernel_file(self) -> str:

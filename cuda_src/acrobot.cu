@@ -6,6 +6,38 @@
 #include "common/autoreset.cuh"
 #include "common/math.cuh"
 
+// The kernels' constants, in the order kernel_consts() in envs/acrobot.py packs them
+// (GV_CONSTS, common/consts.cuh: the loader checks the two against each other).
+#define ACROBOT_CONSTS(FIELD) \
+  FIELD(float, torque[3])                                        \
+  FIELD(float, dt)                                               \
+  FIELD(float, dt2)         /* dt / 2 */                         \
+  FIELD(float, w)           /* dt / 6 */                         \
+  FIELD(float, d1_a)        /* m1 * lc1**2 */                    \
+  FIELD(float, d1_c)        /* l1**2 + lc2**2 */                 \
+  FIELD(float, d1_b)        /* 2 * l1 * lc2 */                   \
+  FIELD(float, m2)                                               \
+  FIELD(float, i1)                                               \
+  FIELD(float, i2)                                               \
+  FIELD(float, d2_c)        /* lc2**2 */                         \
+  FIELD(float, l1_lc2)      /* l1 * lc2 */                       \
+  FIELD(float, phi2_k)      /* m2 * lc2 * g */                   \
+  FIELD(float, half_pi)     /* pi / 2 */                         \
+  FIELD(float, phi1_a)      /* -m2 * l1 * lc2 */                 \
+  FIELD(float, phi1_b)      /* 2 * m2 * l1 * lc2 */              \
+  FIELD(float, phi1_c)      /* (m1 * lc1 + m2 * l1) * g */       \
+  FIELD(float, m2_l1_lc2)   /* m2 * l1 * lc2 */                  \
+  FIELD(float, den_c)       /* m2 * lc2**2 + i2 */               \
+  FIELD(float, pi)                                               \
+  FIELD(float, neg_pi)                                           \
+  FIELD(float, span)        /* 2 pi */                           \
+  FIELD(float, inv_span)    /* float32 reciprocal of span */     \
+  FIELD(float, max_vel_1)                                        \
+  FIELD(float, max_vel_2)                                        \
+  FIELD(float, reset_low)                                        \
+  FIELD(float, reset_high)                                       \
+  FIELD(int, book)          /* 1: "book" equations, 0: "nips" */
+
 struct Acrobot {
   static constexpr int kStateDim = 4;  // theta1, theta2, dtheta1, dtheta2
   static constexpr int kObsDim = 6;
@@ -13,36 +45,7 @@ struct Acrobot {
   static constexpr int kActionDim = 1;
   typedef long long ActionT;  // Discrete(3)
 
-  struct Consts {
-    float torque[3];
-    float dt;
-    float dt2;          // dt / 2
-    float w;            // dt / 6
-    float d1_a;         // m1 * lc1**2
-    float d1_c;         // l1**2 + lc2**2
-    float d1_b;         // 2 * l1 * lc2
-    float m2;
-    float i1;
-    float i2;
-    float d2_c;         // lc2**2
-    float l1_lc2;       // l1 * lc2
-    float phi2_k;       // m2 * lc2 * g
-    float half_pi;      // pi / 2
-    float phi1_a;       // -m2 * l1 * lc2
-    float phi1_b;       // 2 * m2 * l1 * lc2
-    float phi1_c;       // (m1 * lc1 + m2 * l1) * g
-    float m2_l1_lc2;    // m2 * l1 * lc2
-    float den_c;        // m2 * lc2**2 + i2
-    float pi;
-    float neg_pi;
-    float span;         // 2 pi
-    float inv_span;     // float32 reciprocal of span
-    float max_vel_1;
-    float max_vel_2;
-    float reset_low;
-    float reset_high;
-    int book;           // 1: "book" equations, 0: "nips"
-  };
+  GV_CONSTS(ACROBOT_CONSTS);
 
   GV_HD static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]) {
     return a[0] >= 0 && a[0] < 3;

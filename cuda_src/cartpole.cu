@@ -3,8 +3,26 @@
 //
 // Division by a constant is multiplication by a precomputed reciprocal (inv_total_mass):
 // that is what torch's CUDA kernels do for `tensor / python_float`, and the binding in
-// gpu_vecenv/backends/cuda.py (reciprocal()) rounds that reciprocal the way torch does.
+// envs/cartpole.py (kernel_consts, with reciprocal()) rounds that reciprocal as torch does.
 #include "common/autoreset.cuh"
+
+// The kernels' constants, in the order kernel_consts() in envs/cartpole.py packs them
+// (GV_CONSTS, common/consts.cuh: the loader checks the two against each other).
+#define CARTPOLE_CONSTS(FIELD) \
+  FIELD(float, gravity)                 \
+  FIELD(float, masspole)                \
+  FIELD(float, length)                  \
+  FIELD(float, force_mag)               \
+  FIELD(float, tau)                     \
+  FIELD(float, polemass_length)         \
+  FIELD(float, inv_total_mass)          \
+  FIELD(float, four_thirds)             \
+  FIELD(float, theta_threshold_radians) \
+  FIELD(float, x_threshold)             \
+  FIELD(float, reset_low)               \
+  FIELD(float, reset_high)              \
+  FIELD(int, euler)                     \
+  FIELD(int, sutton_barto_reward)      
 
 struct CartPole {
   static constexpr int kStateDim = 4;  // x, x_dot, theta, theta_dot
@@ -13,22 +31,7 @@ struct CartPole {
   static constexpr int kActionDim = 1;
   typedef long long ActionT;  // Discrete(2)
 
-  struct Consts {
-    float gravity;
-    float masspole;
-    float length;
-    float force_mag;
-    float tau;
-    float polemass_length;
-    float inv_total_mass;
-    float four_thirds;
-    float theta_threshold_radians;
-    float x_threshold;
-    float reset_low;
-    float reset_high;
-    int euler;
-    int sutton_barto_reward;
-  };
+  GV_CONSTS(CARTPOLE_CONSTS);
 
   GV_HD static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]) {
     return a[0] >= 0 && a[0] < 2;

@@ -3,6 +3,19 @@
 #include "common/autoreset.cuh"
 #include "common/math.cuh"
 
+// The kernels' constants, in the order kernel_consts() in envs/mountain_car.py packs them
+// (GV_CONSTS, common/consts.cuh: the loader checks the two against each other).
+#define MOUNTAIN_CAR_CONSTS(FIELD) \
+  FIELD(float, min_position)                  \
+  FIELD(float, max_position)                  \
+  FIELD(float, max_speed)                     \
+  FIELD(float, goal_position)                 \
+  FIELD(float, goal_velocity)                 \
+  FIELD(float, force)                         \
+  FIELD(float, neg_gravity)    /* -gravity */ \
+  FIELD(float, reset_low)                     \
+  FIELD(float, reset_high)   
+
 struct MountainCar {
   static constexpr int kStateDim = 2;  // position, velocity
   static constexpr int kObsDim = 2;
@@ -10,17 +23,7 @@ struct MountainCar {
   static constexpr int kActionDim = 1;
   typedef long long ActionT;  // Discrete(3)
 
-  struct Consts {
-    float min_position;
-    float max_position;
-    float max_speed;
-    float goal_position;
-    float goal_velocity;
-    float force;
-    float neg_gravity;  // -gravity
-    float reset_low;
-    float reset_high;
-  };
+  GV_CONSTS(MOUNTAIN_CAR_CONSTS);
 
   GV_HD static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]) {
     return a[0] >= 0 && a[0] < 3;

@@ -4,6 +4,23 @@
 #include "common/autoreset.cuh"
 #include "common/math.cuh"
 
+// The kernels' constants, in the order kernel_consts() in envs/mountain_car_continuous.py packs them
+// (GV_CONSTS, common/consts.cuh: the loader checks the two against each other).
+#define MOUNTAIN_CAR_CONTINUOUS_CONSTS(FIELD) \
+  FIELD(float, min_action)    \
+  FIELD(float, max_action)    \
+  FIELD(float, min_position)  \
+  FIELD(float, max_position)  \
+  FIELD(float, max_speed)     \
+  FIELD(float, goal_position) \
+  FIELD(float, goal_velocity) \
+  FIELD(float, power)         \
+  FIELD(float, gravity)       \
+  FIELD(float, goal_reward)   \
+  FIELD(float, action_cost)   \
+  FIELD(float, reset_low)     \
+  FIELD(float, reset_high)   
+
 struct MountainCarContinuous {
   static constexpr int kStateDim = 2;  // position, velocity
   static constexpr int kObsDim = 2;
@@ -11,21 +28,7 @@ struct MountainCarContinuous {
   static constexpr int kActionDim = 1;
   typedef float ActionT;  // Box(1,)
 
-  struct Consts {
-    float min_action;
-    float max_action;
-    float min_position;
-    float max_position;
-    float max_speed;
-    float goal_position;
-    float goal_velocity;
-    float power;
-    float gravity;
-    float goal_reward;
-    float action_cost;
-    float reset_low;
-    float reset_high;
-  };
+  GV_CONSTS(MOUNTAIN_CAR_CONTINUOUS_CONSTS);
 
   GV_HD static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]) {
     return isfinite(a[0]);

@@ -4,6 +4,23 @@
 #include "common/autoreset.cuh"
 #include "common/math.cuh"
 
+// The kernels' constants, in the order kernel_consts() in envs/pendulum.py packs them
+// (GV_CONSTS, common/consts.cuh: the loader checks the two against each other).
+#define PENDULUM_CONSTS(FIELD) \
+  FIELD(float, max_torque)                                    \
+  FIELD(float, max_speed)                                     \
+  FIELD(float, dt)                                            \
+  FIELD(float, pi)                                            \
+  FIELD(float, two_pi)                                        \
+  FIELD(float, speed_cost)        /* 0.1 */                   \
+  FIELD(float, action_cost)       /* 0.001 */                 \
+  FIELD(float, gravity_k)         /* 3 * g / (2 * length) */  \
+  FIELD(float, torque_k)          /* 3.0 / (m * length**2) */ \
+  FIELD(float, reset_angle_low)                               \
+  FIELD(float, reset_angle_high)                              \
+  FIELD(float, reset_speed_low)                               \
+  FIELD(float, reset_speed_high)
+
 struct Pendulum {
   static constexpr int kStateDim = 2;  // theta, theta_dot
   static constexpr int kObsDim = 3;
@@ -11,21 +28,7 @@ struct Pendulum {
   static constexpr int kActionDim = 1;
   typedef float ActionT;  // Box(1,)
 
-  struct Consts {
-    float max_torque;
-    float max_speed;
-    float dt;
-    float pi;
-    float two_pi;
-    float speed_cost;   // 0.1
-    float action_cost;  // 0.001
-    float gravity_k;    // 3 * g / (2 * length)
-    float torque_k;     // 3.0 / (m * length**2)
-    float reset_angle_low;
-    float reset_angle_high;
-    float reset_speed_low;
-    float reset_speed_high;
-  };
+  GV_CONSTS(PENDULUM_CONSTS);
 
   GV_HD static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]) {
     return isfinite(a[0]);

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import EnvDefinition, State, StateField
+from gpu_vecenv.kernel_binding import Consts, KernelBinding, f32, reciprocal
 from gpu_vecenv.rendering import gymnasium_renderer
 from gpu_vecenv.seeding import uniform
 
@@ -234,6 +235,47 @@ def observe(params: AcrobotParams, state: State) -> torch.Tensor:
     )
 
 
+def kernel_consts(p: AcrobotParams) -> Consts:
+    """The ``Consts`` of ``cuda_src/acrobot.cu`` (``ACROBOT_CONSTS``), in its order: the
+    constant sub-expressions of :func:`step` folded in double, as the reference folds them,
+    then rounded to float32; the wrap's span as torch's CUDA reciprocal."""
+    m1, m2 = p.link_mass_1, p.link_mass_2
+    l1, lc1, lc2 = p.link_length_1, p.link_com_pos_1, p.link_com_pos_2
+    i1 = i2 = p.link_moi
+    g, pi = p.gravity, math.pi
+    span = pi - -pi
+    return [
+        *((f"torque[{k}]", f32(t)) for k, t in enumerate(p.avail_torque)),
+        ("dt", f32(p.dt)),
+        ("dt2", f32(p.dt / 2.0)),
+        ("w", f32(p.dt / 6.0)),
+        ("d1_a", f32(m1 * lc1**2)),
+        ("d1_c", f32(l1**2 + lc2**2)),
+        ("d1_b", f32(2 * l1 * lc2)),
+        ("m2", f32(m2)),
+        ("i1", f32(i1)),
+        ("i2", f32(i2)),
+        ("d2_c", f32(lc2**2)),
+        ("l1_lc2", f32(l1 * lc2)),
+        ("phi2_k", f32(m2 * lc2 * g)),
+        ("half_pi", f32(pi / 2.0)),
+        ("phi1_a", f32(-m2 * l1 * lc2)),
+        ("phi1_b", f32(2 * m2 * l1 * lc2)),
+        ("phi1_c", f32((m1 * lc1 + m2 * l1) * g)),
+        ("m2_l1_lc2", f32(m2 * l1 * lc2)),
+        ("den_c", f32(m2 * lc2**2 + i2)),
+        ("pi", f32(pi)),
+        ("neg_pi", f32(-pi)),
+        ("span", f32(span)),
+        ("inv_span", reciprocal(span)),
+        ("max_vel_1", f32(p.max_vel_1)),
+        ("max_vel_2", f32(p.max_vel_2)),
+        ("reset_low", f32(-p.reset_bound)),
+        ("reset_high", f32(p.reset_bound)),
+        ("book", int(p.book_or_nips == "book")),
+    ]
+
+
 DEFINITION = EnvDefinition(
     name="acrobot",
     params_type=AcrobotParams,
@@ -245,6 +287,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=500,
+    kernel_binding=KernelBinding("acrobot", kernel_consts),
     render_fps=15,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.acrobot:AcrobotEnv", [f.name for f in STATE_FIELDS]

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import EnvDefinition, State, StateField
+from gpu_vecenv.kernel_binding import Consts, KernelBinding, f32, reciprocal
 from gpu_vecenv.rendering import gymnasium_renderer
 from gpu_vecenv.seeding import uniform
 
@@ -145,6 +146,28 @@ def observe(params: CartPoleParams, state: State) -> torch.Tensor:
     return torch.stack([state[f.name] for f in STATE_FIELDS], dim=-1)
 
 
+def kernel_consts(p: CartPoleParams) -> Consts:
+    """The ``Consts`` of ``cuda_src/cartpole.cu`` (``CARTPOLE_CONSTS``), in its order: float32,
+    the total mass as torch's CUDA reciprocal (the kernel multiplies where :func:`step`
+    divides)."""
+    return [
+        ("gravity", f32(p.gravity)),
+        ("masspole", f32(p.masspole)),
+        ("length", f32(p.length)),
+        ("force_mag", f32(p.force_mag)),
+        ("tau", f32(p.tau)),
+        ("polemass_length", f32(p.polemass_length)),
+        ("inv_total_mass", reciprocal(p.total_mass)),
+        ("four_thirds", f32(4.0 / 3.0)),
+        ("theta_threshold_radians", f32(p.theta_threshold_radians)),
+        ("x_threshold", f32(p.x_threshold)),
+        ("reset_low", f32(-p.reset_bound)),
+        ("reset_high", f32(p.reset_bound)),
+        ("euler", int(bool(p.euler))),
+        ("sutton_barto_reward", int(bool(p.sutton_barto_reward))),
+    ]
+
+
 DEFINITION = EnvDefinition(
     name="cartpole",
     params_type=CartPoleParams,
@@ -156,6 +179,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=500,
+    kernel_binding=KernelBinding("cartpole", kernel_consts),
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.cartpole:CartPoleEnv", [f.name for f in STATE_FIELDS]
     ),

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import EnvDefinition, State, StateField
+from gpu_vecenv.kernel_binding import Consts, KernelBinding, f32
 from gpu_vecenv.rendering import gymnasium_renderer
 from gpu_vecenv.seeding import uniform
 
@@ -112,6 +113,22 @@ def observe(params: MountainCarParams, state: State) -> torch.Tensor:
     return torch.stack([state["position"], state["velocity"]], dim=-1)
 
 
+def kernel_consts(p: MountainCarParams) -> Consts:
+    """The ``Consts`` of ``cuda_src/mountain_car.cu`` (``MOUNTAIN_CAR_CONSTS``), in its
+    order, float32."""
+    return [
+        ("min_position", f32(p.min_position)),
+        ("max_position", f32(p.max_position)),
+        ("max_speed", f32(p.max_speed)),
+        ("goal_position", f32(p.goal_position)),
+        ("goal_velocity", f32(p.goal_velocity)),
+        ("force", f32(p.force)),
+        ("neg_gravity", f32(-p.gravity)),
+        ("reset_low", f32(p.reset_low)),
+        ("reset_high", f32(p.reset_high)),
+    ]
+
+
 DEFINITION = EnvDefinition(
     name="mountain_car",
     params_type=MountainCarParams,
@@ -123,6 +140,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=200,
+    kernel_binding=KernelBinding("mountain_car", kernel_consts),
     render_fps=30,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.mountain_car:MountainCarEnv",

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import EnvDefinition, State, StateField
+from gpu_vecenv.kernel_binding import Consts, KernelBinding, f32
 from gpu_vecenv.rendering import gymnasium_renderer
 from gpu_vecenv.seeding import uniform
 
@@ -123,6 +124,26 @@ def observe(params: MountainCarContinuousParams, state: State) -> torch.Tensor:
     return torch.stack([state["position"], state["velocity"]], dim=-1)
 
 
+def kernel_consts(p: MountainCarContinuousParams) -> Consts:
+    """The ``Consts`` of ``cuda_src/mountain_car_continuous.cu``
+    (``MOUNTAIN_CAR_CONTINUOUS_CONSTS``), in its order, float32."""
+    return [
+        ("min_action", f32(p.min_action)),
+        ("max_action", f32(p.max_action)),
+        ("min_position", f32(p.min_position)),
+        ("max_position", f32(p.max_position)),
+        ("max_speed", f32(p.max_speed)),
+        ("goal_position", f32(p.goal_position)),
+        ("goal_velocity", f32(p.goal_velocity)),
+        ("power", f32(p.power)),
+        ("gravity", f32(p.gravity)),
+        ("goal_reward", f32(p.goal_reward)),
+        ("action_cost", f32(p.action_cost)),
+        ("reset_low", f32(p.reset_low)),
+        ("reset_high", f32(p.reset_high)),
+    ]
+
+
 DEFINITION = EnvDefinition(
     name="mountain_car_continuous",
     params_type=MountainCarContinuousParams,
@@ -134,6 +155,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=999,
+    kernel_binding=KernelBinding("mountain_car_continuous", kernel_consts),
     render_fps=30,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.continuous_mountain_car:Continuous_MountainCarEnv",

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import EnvDefinition, State, StateField
+from gpu_vecenv.kernel_binding import Consts, KernelBinding, f32
 from gpu_vecenv.rendering import gymnasium_renderer
 from gpu_vecenv.seeding import uniform
 
@@ -122,6 +123,26 @@ def observe(params: PendulumParams, state: State) -> torch.Tensor:
     return torch.stack([torch.cos(theta), torch.sin(theta), state["theta_dot"]], dim=-1)
 
 
+def kernel_consts(p: PendulumParams) -> Consts:
+    """The ``Consts`` of ``cuda_src/pendulum.cu`` (``PENDULUM_CONSTS``), in its order: the
+    constant factors of :func:`step` folded in double, then rounded to float32."""
+    return [
+        ("max_torque", f32(p.max_torque)),
+        ("max_speed", f32(p.max_speed)),
+        ("dt", f32(p.dt)),
+        ("pi", f32(math.pi)),
+        ("two_pi", f32(2 * math.pi)),
+        ("speed_cost", f32(0.1)),
+        ("action_cost", f32(0.001)),
+        ("gravity_k", f32(3 * p.g / (2 * p.length))),
+        ("torque_k", f32(3.0 / (p.mass * p.length**2))),
+        ("reset_angle_low", f32(-p.reset_angle_bound)),
+        ("reset_angle_high", f32(p.reset_angle_bound)),
+        ("reset_speed_low", f32(-p.reset_speed_bound)),
+        ("reset_speed_high", f32(p.reset_speed_bound)),
+    ]
+
+
 DEFINITION = EnvDefinition(
     name="pendulum",
     params_type=PendulumParams,
@@ -133,6 +154,7 @@ DEFINITION = EnvDefinition(
     step=step,
     observe=observe,
     max_episode_steps=200,
+    kernel_binding=KernelBinding("pendulum", kernel_consts),
     render_fps=30,
     render_frame=gymnasium_renderer(
         "gymnasium.envs.classic_control.pendulum:PendulumEnv", [f.name for f in STATE_FIELDS]

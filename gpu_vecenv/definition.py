@@ -45,7 +45,7 @@ class EnvDefinition:
     """Everything the runtime needs to know about one single-agent environment."""
 
     name: str
-    """Short name; also the stem of the kernel file ``cuda_src/<name>.cu``."""
+    """Short name (the shipped envs' kernel files are ``cuda_src/<name>.cu``)."""
     params_type: type
     """Frozen dataclass of physical constants (derived values are properties)."""
     state_fields: tuple[StateField, ...]
@@ -56,12 +56,13 @@ class EnvDefinition:
     step: Callable[[Any, State, torch.Tensor], tuple[State, torch.Tensor, torch.Tensor]]
     observe: Callable[[Any, State], torch.Tensor]
     max_episode_steps: int | None
-    """Gymnasium's time limit for the registered id (``None``: no limit)."""
+    """Gymnasium's time limit for the registered id (``None``: no limit); the registry
+    reads a shipped env's from here (:func:`gpu_vecenv.registry.declared_time_limit`)."""
     render_frame: Callable[[Any, dict[str, float]], Any] | None = None
     """Optional ``(params, one env's state as floats) -> (H, W, 3) uint8 array``."""
     kernel_binding: Any | None = None
-    """Optional :class:`gpu_vecenv.backends.cuda.KernelBinding` for kernels outside
-    ``cuda_src/`` (a custom env's); ``None``: the shipped kernels named after ``name``."""
+    """The env's :class:`gpu_vecenv.kernel_binding.KernelBinding`: its kernel file and how
+    its params become the kernels' constants (``None``: no kernels, torch backend only)."""
     render_fps: int = 50
     """Frames per second of a rendered episode (Gymnasium's value for the env)."""
 

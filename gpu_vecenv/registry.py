@@ -2,6 +2,8 @@
 
 Adding a shipped env: one line here, one ``envs/<name>.py`` exporting ``DEFINITION`` (or,
 for a multi-agent env, its own vector class), one ``cuda_src/<name>.cu``, and their tests.
+A single-agent env's time limit is its definition's ``max_episode_steps``, not repeated
+here.
 A user's env joins the same table at run time through
 :func:`gpu_vecenv.register_env.register` (``gpu_vecenv.register``).
 
@@ -12,11 +14,46 @@ a command line can name a custom env that no code has imported yet.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+
+class _FromDefinition:
+    def __repr__(self) -> str:
+        return "FROM_DEFINITION"
+
+
+FROM_DEFINITION: Any = _FromDefinition()
+"""``EnvEntry.max_episode_steps`` of a shipped single-agent env: its definition's."""
+
+
+def declared_time_limit(module: str) -> int | None:
+    """The ``max_episode_steps`` that a shipped env's module declares in its
+    ``DEFINITION = EnvDefinition(...)``, read from that statement without importing it.
+
+    Why not import it: Gymnasium's entry point registers every id, time limit included,
+    inside ``import gymnasium``, where importing an env module would import torch. The
+    value is a literal (an int or None) in the statement; a test ties it to the imported
+    definition's. A module already imported answers directly.
+    """
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded.DEFINITION.max_episode_steps
+    package, _, name = module.rpartition(".")
+    source = (Path(importlib.import_module(package).__path__[0]) / f"{name}.py").read_text()
+    start = source.find("\nDEFINITION = ")
+    statement = ast.parse(source[start:]).body[0] if start >= 0 else None
+    call = getattr(statement, "value", None)
+    for keyword in getattr(call, "keywords", ()):
+        if keyword.arg == "max_episode_steps":
+            return ast.literal_eval(keyword.value)
+    raise ValueError(f"{module} declares no DEFINITION = EnvDefinition(..., "
+                     "max_episode_steps=...)")
 
 
 @dataclass(frozen=True)
@@ -27,7 +64,9 @@ class EnvEntry:
     module: str | None
     """Module of a shipped env: it exports ``DEFINITION`` (single-agent) or ``VECTOR_ENV``;
     ``None`` for an env registered at run time (``definition`` holds it)."""
-    max_episode_steps: int | None
+    max_episode_steps: int | None = FROM_DEFINITION
+    """The id's time limit; a shipped single-agent env's comes from its definition
+    (:func:`declared_time_limit`), so it is written once, in ``envs/<name>.py``."""
     reward_threshold: float | None = None
     summary: str = ""
     definition: Any = None
@@ -36,20 +75,27 @@ class EnvEntry:
     """Default keyword arguments of ``make_vec`` for this id (Gymnasium's ``EnvSpec.kwargs``):
     env parameters, ``preset``, ``device``, ``backend``; those given to ``make_vec`` win."""
 
+    def __post_init__(self) -> None:
+        if self.max_episode_steps is FROM_DEFINITION:
+            if self.module is None:
+                raise ValueError(f"{self.id}: max_episode_steps is needed without a module")
+            object.__setattr__(self, "max_episode_steps", declared_time_limit(self.module))
+
 
 ENVS: dict[str, EnvEntry] = {
     e.id: e
     for e in (
-        EnvEntry("GPUCartPole-v1", "gpu_vecenv.envs.cartpole", 500, 475.0,
-                 "Gymnasium CartPole-v1: balance a pole on a cart"),
-        EnvEntry("GPUAcrobot-v1", "gpu_vecenv.envs.acrobot", 500, -100.0,
-                 "Gymnasium Acrobot-v1: swing a two-link arm up"),
-        EnvEntry("GPUMountainCar-v0", "gpu_vecenv.envs.mountain_car", 200, -110.0,
-                 "Gymnasium MountainCar-v0: drive up a hill, discrete push"),
+        EnvEntry("GPUCartPole-v1", "gpu_vecenv.envs.cartpole", reward_threshold=475.0,
+                 summary="Gymnasium CartPole-v1: balance a pole on a cart"),
+        EnvEntry("GPUAcrobot-v1", "gpu_vecenv.envs.acrobot", reward_threshold=-100.0,
+                 summary="Gymnasium Acrobot-v1: swing a two-link arm up"),
+        EnvEntry("GPUMountainCar-v0", "gpu_vecenv.envs.mountain_car", reward_threshold=-110.0,
+                 summary="Gymnasium MountainCar-v0: drive up a hill, discrete push"),
         EnvEntry("GPUMountainCarContinuous-v0", "gpu_vecenv.envs.mountain_car_continuous",
-                 999, 90.0, "Gymnasium MountainCarContinuous-v0: continuous force"),
-        EnvEntry("GPUPendulum-v1", "gpu_vecenv.envs.pendulum", 200, None,
-                 "Gymnasium Pendulum-v1: swing up and hold a pendulum"),
+                 reward_threshold=90.0,
+                 summary="Gymnasium MountainCarContinuous-v0: continuous force"),
+        EnvEntry("GPUPendulum-v1", "gpu_vecenv.envs.pendulum",
+                 summary="Gymnasium Pendulum-v1: swing up and hold a pendulum"),
         EnvEntry("GPUTag-v0", "gpu_vecenv.envs.tag", None, None, "continuous multi-agent Tag"),
         EnvEntry("GPUTagGrid-v0", "gpu_vecenv.envs.tag_grid", None, None, "gridworld Tag"),
     )

@@ -309,3 +309,28 @@ def test_compile_command_without_a_gpu_asks_for_an_arch(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gpu_vecenv.cli", "compile"],
                             capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 2 and "--arch" in result.stderr
+
+
+def test_fused_flags_carry_every_array_element_and_the_launch_block_sizes():
+    """ppo_mlp.cu has no defaults: every element of its size arrays comes as a flag (0 past
+    the network's layers and the space's dimensions), and its block sizes are the ones
+    fused.py launches with, from the same constants."""
+    from gpu_vecenv.train import fused
+
+    flags = dict(f[2:].split("=") for f in _fused_flags(*FUSED_HEADS[1]))
+    assert [flags[f"H{k}"] for k in range(fused.MAX_HIDDEN_LAYERS)] == ["32", "16", "8", "8"]
+    assert [flags[f"SEG{c}"] for c in range(fused.MAX_SEGMENTS)] == ["3", "3", *["0"] * 6]
+    assert [flags[f"START{c}"] for c in range(fused.MAX_SEGMENTS)] == ["-1", "0", *["0"] * 6]
+    assert flags["REDUCE_THREADS"] == str(fused.REDUCE_THREADS)
+    assert flags["STATS_THREADS"] == str(fused.STATS_THREADS)
+    box = dict(f[2:].split("=") for f in _fused_flags(*FUSED_HEADS[2]))
+    assert box["NUM_SEG"] == "1" and box["H1"] == box["SEG0"] == "0"
+
+
+@nvcc_required
+def test_fused_ppo_kernels_refuse_to_build_without_their_block_sizes(tmp_path):
+    flags = [f for f in _fused_flags(*FUSED_HEADS[0]) if not f.startswith("-DREDUCE_THREADS")]
+    command = build_command(find_nvcc(), CUDA_SRC / "ppo_mlp.cu", tmp_path / "ppo.cubin",
+                            (9, 0), extra_flags=tuple(flags))
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "needs its sizes as -D flags" in result.stderr

@@ -5,7 +5,8 @@
 //   struct Env {
 //     static constexpr int kStateDim, kObsDim, kResetDraws, kActionDim;
 //     typedef ... ActionT;                 // long long (Discrete) or float (Box)
-//     struct Consts { ... };               // float32 constants, filled by the Python binding
+//     GV_CONSTS(ENV_CONSTS);               // struct Consts, from a field list (consts.cuh),
+//                                          // filled by the env's Python KernelBinding
 //     static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]);
 //     static void reset(const Consts&, const float (&u)[kResetDraws], float (&s)[kStateDim]);
 //     static bool step(const Consts&, float (&s)[kStateDim], const ActionT (&a)[kActionDim],
@@ -17,6 +18,7 @@
 // (tests/cuda/ checks it against the torch reference on a machine without a GPU).
 #pragma once
 
+#include "consts.cuh"
 #include "index.cuh"
 #include "rng.cuh"
 
@@ -174,7 +176,10 @@ GV_HD void gv_observe_env(const typename Env::Consts& c, const GvStatePtrs<Env::
 //                int num_envs)
 //   <name>_observe(Consts, GvStatePtrs, float* obs, int num_envs)
 // Invalid actions are counted with one atomic per invalid env (rare by construction).
+// Also exports <name>_consts_layout, the text of Env::Consts (consts.cuh) the loader checks.
 #define GV_DEFINE_KERNELS(name, Env)                                                         \
+  __device__ GvConstsText<GvConstsLayout<Env>::kSize> name##_consts_layout =                 \
+      gv_consts_text<Env>();                                                                 \
   extern "C" __global__ void name##_step(                                                    \
       const Env::Consts c, const GvStatePtrs<Env::kStateDim> sp, const GvEnvBuffers b,       \
       const Env::ActionT* __restrict__ action, const GvStepOutputs out, int num_envs,        \

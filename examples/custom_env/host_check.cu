@@ -3,13 +3,18 @@
 //
 //   stdin:  n, then n lines "position velocity target action" (floats as C99 hex, %a)
 //   stdout: n lines "position velocity target reward terminated obs0 obs1 obs2"
-//   argv:   force dt max_speed goal_tolerance speed_tolerance (hex floats)
+//   argv:   force dt max_speed goal_tolerance speed_tolerance (hex floats), or "layout" to
+//           print the Consts layout text instead
 #include <cstdio>
 #include <cstdlib>
 
 #include "point_reach.cu"
 
 int main(int argc, char** argv) {
+  if (argc == 2) {  // "layout": the Consts layout the kernels export (point_reach_consts_layout)
+    fputs(PointReach::kConstsLayout, stdout);
+    return 0;
+  }
   if (argc != 6) return 2;
   PointReach::Consts c;
   float* fields[5] = {&c.force, &c.dt, &c.max_speed, &c.goal_tolerance, &c.speed_tolerance};

@@ -2,6 +2,16 @@
 // reference operation by operation in float32; built with -fmad=false like every kernel.
 #include "common/autoreset.cuh"
 
+// The kernels' constants, in the order kernel_consts() in point_reach.py packs them. GV_CONSTS
+// declares the struct Consts from this list and GV_DEFINE_KERNELS exports the list, which the
+// CUDA backend checks against kernel_consts() when it loads this file.
+#define POINT_REACH_CONSTS(FIELD) \
+  FIELD(float, force)             \
+  FIELD(float, dt)                \
+  FIELD(float, max_speed)         \
+  FIELD(float, goal_tolerance)    \
+  FIELD(float, speed_tolerance)
+
 struct PointReach {
   static constexpr int kStateDim = 3;  // position, velocity, target (state_fields order)
   static constexpr int kObsDim = 3;
@@ -9,13 +19,7 @@ struct PointReach {
   static constexpr int kActionDim = 1;
   typedef long long ActionT;  // Discrete(3)
 
-  struct Consts {  // kernel_consts() in point_reach.py, same order
-    float force;
-    float dt;
-    float max_speed;
-    float goal_tolerance;
-    float speed_tolerance;
-  };
+  GV_CONSTS(POINT_REACH_CONSTS);
 
   GV_HD static bool action_valid(const Consts&, const ActionT (&a)[kActionDim]) {
     return a[0] >= 0 && a[0] < 3;

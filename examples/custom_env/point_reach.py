@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 import gpu_vecenv
-from gpu_vecenv.backends.cuda import KernelBinding
 from gpu_vecenv.definition import EnvDefinition, State, StateField
+from gpu_vecenv.kernel_binding import KernelBinding
 from gpu_vecenv.seeding import uniform
 
 
@@ -90,7 +90,8 @@ def observe(p: PointReachParams, state: State) -> torch.Tensor:
 
 
 def kernel_consts(p: PointReachParams) -> list[tuple[str, np.float32]]:
-    """The C ``Consts`` struct of point_reach.cu, field by field, rounded to float32."""
+    """The ``Consts`` of point_reach.cu (``POINT_REACH_CONSTS``), field by field in its
+    order, rounded to float32; the CUDA backend checks the two lists match when it loads."""
     return [(name, np.float32(getattr(p, name)))
             for name in ("force", "dt", "max_speed", "goal_tolerance", "speed_tolerance")]
 

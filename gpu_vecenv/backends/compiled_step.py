@@ -7,7 +7,7 @@ FMAs, divides with an approximate reciprocal (``div.full.f32``) and lets libdevi
 ``sin``/``cos``/... flush denormals. Three inductor options turn each of these off
 (:data:`EAGER_NUMERICS`). Inductor's one other rewrite, ``x / c`` into ``x * (1 / c)``
 for a constant ``c`` with the reciprocal formed in double, is what torch's eager CUDA
-kernel does too (see :func:`gpu_vecenv.backends.cuda.reciprocal`).
+kernel does too (see :func:`gpu_vecenv.kernel_binding.reciprocal`).
 
 Measured on the H200 (torch 2.11): with these options the compiled step equals the eager
 one bit for bit over 300 steps of 65,536 envs of every classic env in each autoreset mode;

@@ -53,8 +53,11 @@ SHARED_OPTIN_KIB = {75: 64, 80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227,
 "Technical Specifications per Compute Capability"): sizes kernels built ahead of time
 (``gpu-vecenv compile --arch``) as the trainer will size them on such a GPU."""
 _NSTATS = 5
-_BLOCK = 256
-_STATS_THREADS = 1024  # STATS_THREADS in the .cu
+REDUCE_THREADS = 256
+"""Threads per block of ``ppo_reduce_grads``, ``clip_grads`` and ``gae_advantages``: the
+launches below and, as ``-DREDUCE_THREADS``, the kernels' own sizes (one number)."""
+STATS_THREADS = 1024
+"""Threads per block of ``advantage_stats`` (launch and ``-DSTATS_THREADS``; 32 warps)."""
 
 
 def _wstride(n_in: int) -> int:
@@ -65,8 +68,8 @@ def _wstride(n_in: int) -> int:
 
 def shared_bytes(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
                  tile: int = TILES[0], update: bool = True) -> int:
-    """Dynamic shared memory of the update kernel (``UPDATE_SMEM_BYTES`` in the .cu), or
-    with ``update=False`` of the forward kernels (``FORWARD_SMEM_BYTES``)."""
+    """Dynamic shared memory of the update kernel (``kUpdateSharedBytes`` in the .cu), or
+    with ``update=False`` of the forward kernels (``kForwardSharedBytes``)."""
     head = spec.head_size
     sp = tile + 4
     weights = 0
@@ -187,18 +190,21 @@ def compile_flags(obs_dim: int, hidden: tuple[int, ...], activation: str,
                   spec: ActionSpec, normalize_obs: bool, tile: int = TILES[0]
                   ) -> tuple[str, ...]:
     """The ``-D`` flags that size ``ppo_mlp.cu`` for one network and tile."""
+    def padded(values, size: int) -> list[int]:  # the .cu's arrays have fixed sizes
+        return [*values, *[0] * (size - len(values))]
+
+    box = spec.kind == "box"
+    sizes = [] if box else list(spec.nvec)
+    starts = [] if box else list(spec.start)
     flags = [f"-DOBS_DIM={obs_dim}", f"-DNUM_HIDDEN={len(hidden)}",
-             *(f"-DH{k}={h}" for k, h in enumerate(hidden)),
+             *(f"-DH{k}={h}" for k, h in enumerate(padded(hidden, MAX_HIDDEN_LAYERS))),
              f"-DACTOR_OUT={spec.head_size}", f"-DACTIVATION={_ACTIVATIONS[activation]}",
-             f"-DHEAD_GAUSSIAN={int(spec.kind == 'box')}",
+             f"-DHEAD_GAUSSIAN={int(box)}",
              f"-DNORMALIZE_OBS={int(normalize_obs)}", f"-DTILE={tile}",
-             f"-DTHREADS={THREADS_PER_SAMPLE * tile}"]
-    if spec.kind == "box":
-        flags.append("-DNUM_SEG=1")
-    else:
-        flags.append(f"-DNUM_SEG={len(spec.nvec)}")
-        flags += [f"-DSEG{c}={n}" for c, n in enumerate(spec.nvec)]
-        flags += [f"-DSTART{c}={s}" for c, s in enumerate(spec.start) if s]
+             f"-DTHREADS={THREADS_PER_SAMPLE * tile}", f"-DREDUCE_THREADS={REDUCE_THREADS}",
+             f"-DSTATS_THREADS={STATS_THREADS}", f"-DNUM_SEG={1 if box else len(sizes)}",
+             *(f"-DSEG{c}={n}" for c, n in enumerate(padded(sizes, MAX_SEGMENTS))),
+             *(f"-DSTART{c}={s}" for c, s in enumerate(padded(starts, MAX_SEGMENTS)))]
     return tuple(flags)
 
 
@@ -301,7 +307,8 @@ class FusedPPO:
         normalizer = model.normalizer
         self._norm = (normalizer.mean.data_ptr(), normalizer.var.data_ptr())
         self.totals = torch.zeros(6, device=self.device)
-        self._sumsq = torch.zeros(math.ceil(self.num_params / _BLOCK), device=self.device)
+        self._sumsq = torch.zeros(math.ceil(self.num_params / REDUCE_THREADS),
+                                  device=self.device)
         self._partial_grads: torch.Tensor | None = None
         self._partial_stats: torch.Tensor | None = None
         if spec.kind == "box":
@@ -353,7 +360,7 @@ class FusedPPO:
         """:func:`gpu_vecenv.train.losses.gae_advantages` into ``advantages`` and
         ``returns``; every array ``(T, N)`` and contiguous."""
         steps, n = rewards.shape
-        self._gae((math.ceil(n / _BLOCK), 1, 1), (_BLOCK, 1, 1),
+        self._gae((math.ceil(n / REDUCE_THREADS), 1, 1), (REDUCE_THREADS, 1, 1),
                   (rewards.data_ptr(), values.data_ptr(), next_values.data_ptr(),
                    terminated.data_ptr(), done.data_ptr(), steps, n, gamma,
                    gamma * gae_lambda, advantages.data_ptr(), returns.data_ptr()))
@@ -364,7 +371,7 @@ class FusedPPO:
                         count: int, out: torch.Tensor) -> None:
         """``out[2 m], out[2 m + 1]`` = mean and std of the advantages of minibatch
         ``m < count`` (rows ``order[m * size:(m + 1) * size]``)."""
-        self._adv_stats((count, 1, 1), (_STATS_THREADS, 1, 1),
+        self._adv_stats((count, 1, 1), (STATS_THREADS, 1, 1),
                         (advantages.data_ptr(), order.data_ptr(), size, out.data_ptr()))
 
     def minibatch_gradient(self, batch: dict[str, torch.Tensor], order: torch.Tensor,
@@ -391,7 +398,8 @@ class FusedPPO:
                       adv_stats.data_ptr(), *self._norm, clip_coef, ent_coef, vf_coef,
                       int(clip_vloss), int(norm_adv), self._partial_grads.data_ptr(),
                       self._partial_stats.data_ptr()))
-        self._reduce(((self.num_params + _BLOCK - 1) // _BLOCK, 1, 1), (_BLOCK, 1, 1),
+        reduce_blocks = (self.num_params + REDUCE_THREADS - 1) // REDUCE_THREADS
+        self._reduce((reduce_blocks, 1, 1), (REDUCE_THREADS, 1, 1),
                      (self._partial_grads.data_ptr(), self._partial_stats.data_ptr(),
                       grid[0], 1.0 / size, ent_coef, vf_coef, self.flat_grads.data_ptr(),
                       self._sumsq.data_ptr(), self.totals.data_ptr()))
@@ -400,5 +408,5 @@ class FusedPPO:
         """``torch.nn.utils.clip_grad_norm_`` on the flat gradient (after
         :meth:`minibatch_gradient`)."""
         blocks = self._sumsq.numel()
-        self._clip((blocks, 1, 1), (_BLOCK, 1, 1),
+        self._clip((blocks, 1, 1), (REDUCE_THREADS, 1, 1),
                    (self.flat_grads.data_ptr(), self._sumsq.data_ptr(), blocks, max_norm))

@@ -19,7 +19,7 @@ from gpu_vecenv.backends.cuda import AUTORESET_CODES, binding_for
 
 HERE = Path(__file__).resolve().parent
 
-OP_STEP, OP_RESET, OP_OBSERVE = 1, 2, 3
+OP_STEP, OP_RESET, OP_OBSERVE, OP_LAYOUT = 1, 2, 3, 4
 
 
 def build(out_dir: Path) -> Path:
@@ -47,6 +47,12 @@ def run_rng(exe: Path, tmp: Path, seed, index, counter, stream: int):
     words = np.frombuffer(raw[: n * 32], dtype=np.uint32).reshape(n, 8)
     uniforms = np.frombuffer(raw[n * 32:], dtype=np.float32).reshape(n, 8)
     return words, uniforms
+
+
+def run_layout(exe: Path, tmp: Path, source: str) -> str:
+    """The ``Consts`` layout text of ``cuda_src/<source>.cu`` (what its kernels export as
+    ``<source>_consts_layout``)."""
+    return _call(exe, source, tmp, _header(OP_LAYOUT, 0, 0, 0, 0, False)).decode()
 
 
 def _call(exe: Path, env: str, tmp: Path, payload: bytes) -> bytes:

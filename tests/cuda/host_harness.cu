@@ -2,7 +2,8 @@
 //
 //   host_harness rng  IN OUT   Philox words and uniforms (cuda_src/common/rng.cuh)
 //   host_harness ENV  IN OUT   one step / reset / observe of every env in the batch through
-//                              the same gv_*_env functions the kernels call per thread
+//                              the same gv_*_env functions the kernels call per thread, or
+//                              the env's Consts layout text (op 4)
 //
 // IN and OUT are flat binary files written and read by tests/cuda/harness.py.
 #include <cstdio>
@@ -19,7 +20,7 @@
 namespace {
 
 struct Header {
-  int op;  // 0 rng, 1 step, 2 reset, 3 observe
+  int op;  // 0 rng, 1 step, 2 reset, 3 observe, 4 the Consts layout
   int num_envs;
   int max_episode_steps;  // rng: the stream
   int autoreset_mode;
@@ -66,6 +67,10 @@ int run_rng(const Header& h, FILE* in, FILE* out) {
 
 template <class Env>
 int run_env(const Header& h, FILE* in, FILE* out) {
+  if (h.op == 4) {  // the layout text GV_DEFINE_KERNELS exports as <name>_consts_layout
+    fputs(GvConstsLayout<Env>::chars(), out);
+    return 0;
+  }
   typename Env::Consts c;
   if (h.consts_size != (int)sizeof(c)) {
     fprintf(stderr, "consts size mismatch: python packed %d bytes, C struct has %d\n",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import warnings
 
 import gymnasium as gym
@@ -16,7 +17,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector.utils import batch_space
 
 from gpu_vecenv import seeding
-from gpu_vecenv.registry import ENVS
+from gpu_vecenv.registry import ENVS, declared_time_limit
 from tests.envs.gymnasium_cases import CASES, set_gym_state
 
 NAMES = list(CASES)
@@ -124,6 +125,16 @@ def test_time_limit_and_threshold_equal_gymnasium(name):
     assert case.definition.max_episode_steps == entry.max_episode_steps == spec.max_episode_steps
     assert entry.reward_threshold == spec.reward_threshold
     assert gym.spec(case.env_id).max_episode_steps == spec.max_episode_steps
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registry_reads_the_time_limit_from_the_definitions_source(name, monkeypatch):
+    """The registry takes a shipped env's limit from ``envs/<name>.py`` without importing it
+    (it is read inside ``import gymnasium``): the value read equals the imported one."""
+    module = f"gpu_vecenv.envs.{name}"
+    monkeypatch.delitem(sys.modules, module)
+    assert declared_time_limit(module) == CASES[name].definition.max_episode_steps
+    assert module not in sys.modules
 
 
 # -- spaces and the Gymnasium API --

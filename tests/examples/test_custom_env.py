@@ -18,6 +18,7 @@ import torch
 import gpu_vecenv
 from gpu_vecenv.backends.compiler import CUDA_SRC, build_command, find_nvcc
 from gpu_vecenv.checks import check_env
+from gpu_vecenv.kernel_binding import check_layout
 from gpu_vecenv.vector_env import GpuVectorEnv
 
 HERE = Path(__file__).resolve().parents[2] / "examples" / "custom_env"
@@ -121,6 +122,12 @@ def test_kernel_math_equals_reference_by_state_injection(tmp_path):
                             reward, terminated.float(), obs[:, 0], obs[:, 1], obs[:, 2]], dim=1)
     assert bool(terminated.any())  # the comparison covers terminal steps
     assert torch.equal(host, expected)  # bit for bit
+
+    # the layout the kernels export, checked as the CUDA backend checks it at load
+    layout = subprocess.run([str(exe), "layout"], capture_output=True, text=True, check=False)
+    assert layout.stdout == ("float force;float dt;float max_speed;float goal_tolerance;"
+                             "float speed_tolerance;")
+    check_layout("point_reach", point_reach.DEFINITION.kernel_binding, params, layout.stdout)
 
 
 @pytest.mark.gpu

@@ -240,3 +240,25 @@ def test_odd_sizes(n):
     for _ in range(20):
         action = random_actions(ref, gen)
         assert torch.equal(cuda_env.step(action)[0], ref.step(action)[0])
+
+
+def test_binding_that_disagrees_with_the_kernel_file_fails_at_load():
+    """The constants are checked against the layout cartpole.cu exports: two fields packed
+    in swapped order would otherwise run with gravity and masspole exchanged."""
+    import dataclasses
+
+    from gpu_vecenv.envs import cartpole
+    from gpu_vecenv.kernel_binding import KernelBinding, KernelLayoutError
+    from gpu_vecenv.vector_env import GpuVectorEnv
+
+    def swapped(params):
+        fields = cartpole.kernel_consts(params)
+        return [fields[1], fields[0], *fields[2:]]
+
+    definition = dataclasses.replace(cartpole.DEFINITION,
+                                     kernel_binding=KernelBinding("cartpole", swapped))
+    with pytest.raises(KernelLayoutError, match=r"cartpole: .* differ at field 0: the kernel "
+                                                r"file declares 'float gravity', the binding "
+                                                r"packs 'float masspole'"):
+        GpuVectorEnv(definition, 8, device="cuda", backend="cuda")
+    GpuVectorEnv(cartpole.DEFINITION, 8, device="cuda", backend="cuda").close()

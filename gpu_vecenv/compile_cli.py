@@ -37,12 +37,13 @@ def env_jobs() -> list[Job]:
     """Every env kernel file of the package (``tag.cu`` kernel by kernel, as the Tag
     backend builds it)."""
     from gpu_vecenv.backends.compiler import CUDA_SRC
-    from gpu_vecenv.tag_cuda import TAG_KERNELS, kernel_flags
+    from gpu_vecenv.envs.tag import KERNEL_BINDING as TAG_BINDING
 
     jobs = []
     for path in sorted(CUDA_SRC.glob("*.cu")):
         if path.stem == "tag":
-            jobs += [Job("tag", f"tag.cu [{k}]", kernel_flags(k)) for k in TAG_KERNELS]
+            jobs += [Job("tag", f"tag.cu [{k}]", TAG_BINDING.flags_for(k))
+                     for k in TAG_BINDING.kernels]
         elif path.stem != "ppo_mlp":
             jobs.append(Job(path.stem, path.name))
     return jobs

@@ -38,6 +38,8 @@ RESET_PHASES = (PHASE["kResetAgents"], PHASE["kResetGames"])
 OBSERVE_PHASES = (PHASE["kObserveOnly"],)
 NUM_OUTPUTS = 6
 """Output pointers of a launch: obs, reward, terminated, truncated, final_obs, active."""
+_CHECKED_MODULES: set[int] = set()
+"""Loaded modules (cached for the process by ``load_module``) whose layout table matched."""
 
 
 class GameCudaBackend:
@@ -74,9 +76,11 @@ class GameCudaBackend:
                    *self.scratch]
         head = (*consts, *(t.data_ptr() for t in state), *(t.data_ptr() for t in buffers))
         kernel = binding.kernel_name(p, G * self.blocks_per_game, self.device)
-        module = load_module(name, self.device.index or 0,
+        module = load_module(name, self.device.index or 0, path=binding.path,
                              extra_flags=binding.flags_for(kernel))
-        check_consts_layout(name, binding, module.read_global(f"{name}_consts_layout"))
+        if id(module) not in _CHECKED_MODULES:  # read once: the copy waits for the device
+            check_consts_layout(name, binding, module.read_global(f"{name}_consts_layout"))
+            _CHECKED_MODULES.add(id(module))
         arg_format = (consts_format + "P" * (len(state) + len(buffers) + NUM_OUTPUTS) + "PP"
                       + "iiii")
         self._fn = Kernel(module, kernel, arg_format, fixed=head)

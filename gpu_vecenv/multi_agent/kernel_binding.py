@@ -76,6 +76,9 @@ class GameKernelBinding:
     """``kernel -> -D flags`` that build only that kernel of the file; ``None``: none."""
     check_params: Callable[[Any], None] | None = None
     """Raises ``ValueError`` for params the kernels cannot run (the torch backend can)."""
+    path: str | None = None
+    """The ``.cu`` of a game outside the package (it may include ``common/games.cuh``);
+    ``None``: ``cuda_src/<name>.cu``."""
 
     def flags_for(self, kernel: str) -> tuple[str, ...]:
         return () if self.kernel_flags is None else tuple(self.kernel_flags(kernel))

@@ -27,20 +27,35 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
               kTagFeatures == kTagInGameFeature + 1, "the feature layout");
 
 // The constants of envs/tag.py's kernel binding, in order (checked at load).
-#define TAG_CONSTS(INT, FLOAT)                                                              \
-  INT(num_agents) INT(num_taggers) INT(episode_length)                                     \
-  INT(num_acceleration_actions) /* levels + 1 */ INT(num_turn_actions)                     \
-  INT(full_observation) INT(own_role)                                                      \
-  INT(num_observed) /* A - 1 (full) or K (partial) */                                      \
-  INT(exits) /* runner_exits_game_after_tagged */ INT(fixed_start) INT(obs_dim)            \
-  FLOAT(grid_length) FLOAT(vmax_tagger) FLOAT(vmax_runner) FLOAT(tag_threshold)            \
-  FLOAT(position_scale) FLOAT(speed_scale) FLOAT(two_pi) FLOAT(half_pi)                    \
-  FLOAT(edge_hit_penalty) FLOAT(step_tagger) FLOAT(step_runner) FLOAT(tag_reward)          \
-  FLOAT(tag_penalty) FLOAT(end_reward) FLOAT(episode_length_f)
+#define TAG_CONSTS(FIELD)                                                                  \
+  FIELD(int, num_agents)                                                                   \
+  FIELD(int, num_taggers)                                                                  \
+  FIELD(int, episode_length)                                                               \
+  FIELD(int, num_acceleration_actions) /* levels + 1 */                                    \
+  FIELD(int, num_turn_actions)                                                             \
+  FIELD(int, full_observation)                                                             \
+  FIELD(int, own_role)                                                                     \
+  FIELD(int, num_observed) /* A - 1 (full) or K (partial) */                               \
+  FIELD(int, exits) /* runner_exits_game_after_tagged */                                   \
+  FIELD(int, fixed_start)                                                                  \
+  FIELD(int, obs_dim)                                                                      \
+  FIELD(float, grid_length)                                                                \
+  FIELD(float, vmax_tagger)                                                                \
+  FIELD(float, vmax_runner)                                                                \
+  FIELD(float, tag_threshold)                                                              \
+  FIELD(float, position_scale)                                                             \
+  FIELD(float, speed_scale)                                                                \
+  FIELD(float, two_pi)                                                                     \
+  FIELD(float, half_pi)                                                                    \
+  FIELD(float, edge_hit_penalty)                                                           \
+  FIELD(float, step_tagger)                                                                \
+  FIELD(float, step_runner)                                                                \
+  FIELD(float, tag_reward)                                                                 \
+  FIELD(float, tag_penalty)                                                                \
+  FIELD(float, end_reward)                                                                 \
+  FIELD(float, episode_length_f)
 
-GV_CONSTS_STRUCT(TagConsts, TAG_CONSTS)
-GV_CONSTS_LAYOUT(tag, TAG_CONSTS)
-
+GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 
 // (G, A) agent fields and (G,) game fields of gpu_vecenv.multi_agent's buffers.
 struct TagState {

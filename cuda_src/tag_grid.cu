@@ -9,15 +9,23 @@
 
 // The constants of envs/tag_grid.py's kernel binding, in order (checked at load). `unused`
 // keeps the struct a multiple of 8 bytes, as the pointer structs after it.
-#define GRID_CONSTS(INT, FLOAT)                                                            \
-  INT(num_agents) INT(grid_length) INT(episode_length) INT(full_observation)              \
-  INT(random_start) INT(obs_dim)                                                          \
-  FLOAT(neg_wall_hit_penalty) FLOAT(tag_reward) FLOAT(neg_tag_penalty) FLOAT(step_cost)   \
-  FLOAT(neg_step_cost) FLOAT(grid_length_f) FLOAT(episode_length_f)                       \
-  INT(unused)
+#define GRID_CONSTS(FIELD)                                                                 \
+  FIELD(int, num_agents)                                                                   \
+  FIELD(int, grid_length)                                                                  \
+  FIELD(int, episode_length)                                                               \
+  FIELD(int, full_observation)                                                             \
+  FIELD(int, random_start)                                                                 \
+  FIELD(int, obs_dim)                                                                      \
+  FIELD(float, neg_wall_hit_penalty)                                                       \
+  FIELD(float, tag_reward)                                                                 \
+  FIELD(float, neg_tag_penalty)                                                            \
+  FIELD(float, step_cost)                                                                  \
+  FIELD(float, neg_step_cost)                                                              \
+  FIELD(float, grid_length_f)                                                              \
+  FIELD(float, episode_length_f)                                                           \
+  FIELD(int, unused)
 
-GV_CONSTS_STRUCT(GridConsts, GRID_CONSTS)
-GV_CONSTS_LAYOUT(tag_grid, GRID_CONSTS)
+GV_GAME_CONSTS(GridConsts, tag_grid, GRID_CONSTS)
 
 struct GridState {
   int* x;  // (G, A)

@@ -2,7 +2,8 @@
 
 One class serves every single-agent env: it owns the generic machinery (buffers, time
 limits, the three autoreset modes, seeding, action checks, state access, backend
-dispatch); the env itself is an :class:`~gpu_vecenv.definition.EnvDefinition`.
+dispatch); the env itself is an :class:`~gpu_vecenv.definition.EnvDefinition`. What it
+shares with the multi-agent env is :mod:`gpu_vecenv.base_vector_env`.
 
 Outputs are torch tensors on ``device``: obs ``(num_envs, obs_dim)`` float32, reward
 ``(num_envs,)`` float32, terminated / truncated ``(num_envs,)`` bool. On the CUDA kernels

@@ -108,19 +108,18 @@ __device__ __forceinline__ void gv_reset_game(const Buffers& b, const Agent ag,
 }
 
 // The constants struct of a game and the table the host checks its binding against, from
-// one field list: a macro FIELDS(INT, FLOAT) naming each field once, in order, e.g.
+// one field list naming each field once, in order, with its type (int or float; the
+// convention of common/consts.cuh, so both layout tables read alike), e.g.
 //
-//   #define TAG_CONSTS(INT, FLOAT) INT(num_agents) FLOAT(grid_length)
-//   GV_CONSTS_STRUCT(TagConsts, TAG_CONSTS)
-//   GV_CONSTS_LAYOUT(tag, TAG_CONSTS)   // __device__ char tag_consts_layout[] =
-//                                       //   "i num_agents;f grid_length;"
-#define GV_CONSTS_INT_FIELD(name) int name;
-#define GV_CONSTS_FLOAT_FIELD(name) float name;
-#define GV_CONSTS_INT_ENTRY(name) "i " #name ";"
-#define GV_CONSTS_FLOAT_ENTRY(name) "f " #name ";"
-#define GV_CONSTS_STRUCT(type, FIELDS) \
-  struct type {                        \
-    FIELDS(GV_CONSTS_INT_FIELD, GV_CONSTS_FLOAT_FIELD)                                       \
-  };
-#define GV_CONSTS_LAYOUT(env, FIELDS) \
-  __device__ char env##_consts_layout[] = FIELDS(GV_CONSTS_INT_ENTRY, GV_CONSTS_FLOAT_ENTRY);
+//   #define TAG_CONSTS(FIELD) FIELD(int, num_agents) FIELD(float, grid_length)
+//   GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
+//
+// declares `struct TagConsts { int num_agents; float grid_length; };` and
+// `__device__ char tag_consts_layout[] = "int num_agents;float grid_length;"`.
+#define GV_GAME_CONST_MEMBER(type, name) type name;
+#define GV_GAME_CONST_TEXT(type, name) #type " " #name ";"
+#define GV_GAME_CONSTS(type_name, env, LIST) \
+  struct type_name {                         \
+    LIST(GV_GAME_CONST_MEMBER)               \
+  };                                         \
+  __device__ char env##_consts_layout[] = LIST(GV_GAME_CONST_TEXT);

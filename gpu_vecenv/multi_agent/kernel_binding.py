@@ -3,11 +3,12 @@
 An env module declares its binding beside its torch reference (``envs/tag.py``): the
 fields of the ``.cu``'s constants struct and where each value comes from, its state
 fields and scratch buffers in the order of its structs, and how to pick a kernel. The
-``.cu`` exports the same struct as a table, ``__device__ char <name>_consts_layout[]``
-(written by ``GV_CONSTS_LAYOUT`` of ``common/games.cuh`` from the one field list that also
-declares the struct), and :func:`check_consts_layout` compares the two when the kernels
-load, so a field added, dropped, renamed or retyped on one side only fails at once with
-both lists in the message, instead of shifting every constant after it.
+``.cu`` exports the same struct as a text table, ``__device__ char <name>_consts_layout[]
+= "int num_agents;float grid_length;..."`` (written by ``GV_GAME_CONSTS`` of
+``common/games.cuh`` from the one field list that also declares the struct), and
+:func:`check_consts_layout` compares the two when the kernels load, so a field added,
+dropped, renamed or retyped on one side only fails at once with both lists in the
+message, instead of shifting every constant after it.
 
 Everything here is picklable (names, numbers, module-level functions), since a
 definition travels with a pickled env.
@@ -22,9 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-KINDS = {"i": "int32", "f": "float32"}
-"""Kinds of a constant: the letter packed into the launch (as the kernel's ``int`` or
-``float`` struct field), and the C type."""
+KINDS = {"i": "int", "f": "float"}
+"""Kinds of a constant: the letter packed into the launch, and the C type of the struct
+field (both 4 bytes)."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,8 @@ class GameKernelBinding:
                 "".join(c.kind for c in self.constants))
 
     def expected_layout(self) -> str:
-        """The table the ``.cu`` must export: ``"i num_agents;f grid_length;..."``."""
-        return "".join(f"{c.kind} {c.name};" for c in self.constants)
+        """The table the ``.cu`` must export: ``"int num_agents;float grid_length;..."``."""
+        return "".join(f"{KINDS[c.kind]} {c.name};" for c in self.constants)
 
 
 def check_consts_layout(env_name: str, binding: GameKernelBinding, table: bytes | str) -> None:
@@ -104,10 +105,16 @@ def check_consts_layout(env_name: str, binding: GameKernelBinding, table: bytes 
     theirs = exported.rstrip(";").split(";")
     first = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
                  min(len(ours), len(theirs)))
+    source = binding.path or f"cuda_src/{env_name}.cu"
+
+    def at(fields: list[str]) -> str:
+        return f"'{fields[first]}'" if first < len(fields) else "nothing"
+
     raise RuntimeError(
-        f"cuda_src/{env_name}.cu's constants struct does not match the kernel binding of "
-        f"{env_name!r} (its definition's kernel_binding; first difference at field "
-        f"{first}):\n"
-        f"  .cu:    {theirs}\n  binding: {ours}\n"
-        f"Edit both sides together: the struct's field list and the binding's constants."
+        f"{env_name}: the kernel constants of {source} and of its definition's "
+        f"kernel_binding differ at field {first}: the kernel file declares {at(theirs)}, "
+        f"the binding packs {at(ours)}. Change both sides together (the C list is "
+        f"GV_GAME_CONSTS(...) in the kernel file).\n"
+        f"  {source} ({len(theirs)} fields): {'; '.join(theirs)}\n"
+        f"  binding ({len(ours)} fields): {'; '.join(ours)}"
     )

@@ -20,10 +20,9 @@ GAMES = {"tag": tag, "tag_grid": tag_grid}
 def _consts_macro_fields(name: str) -> str:
     """The constants field list of ``cuda_src/<name>.cu`` as its layout table spells it."""
     text = (CUDA_SRC / f"{name}.cu").read_text()
-    body = re.search(r"#define \w+_CONSTS\(INT, FLOAT\)(.*?)\n\s*\n", text, re.S).group(1)
-    body = re.sub(r"/\*.*?\*/", "", body)
-    return "".join(f"{'i' if kind == 'INT' else 'f'} {field};"
-                   for kind, field in re.findall(r"\b(INT|FLOAT)\((\w+)\)", body))
+    body = re.search(r"#define \w+_CONSTS\(FIELD\)(.*?)\n\s*\n", text, re.S).group(1)
+    return "".join(f"{kind} {field};"
+                   for kind, field in re.findall(r"\bFIELD\((int|float), (\w+)\)", body))
 
 
 @pytest.mark.parametrize("name", sorted(GAMES))
@@ -51,11 +50,14 @@ def test_the_table_the_kernel_file_exports_matches_the_binding(name, tmp_path):
 
 
 def test_a_mismatch_fails_with_both_field_lists():
-    exported = tag.KERNEL_BINDING.expected_layout().replace("f two_pi;f half_pi;",
-                                                            "f half_pi;f two_pi;")
-    with pytest.raises(RuntimeError, match=r"first difference at field 17") as caught:
+    layout = tag.KERNEL_BINDING.expected_layout()
+    assert len(layout.split(";")) == 27 and layout.startswith("int num_agents;")
+    exported = layout.replace("float two_pi;float half_pi;", "float half_pi;float two_pi;")
+    with pytest.raises(RuntimeError, match=r"differ at field 17: the kernel file declares "
+                                           r"'float half_pi', the binding packs "
+                                           r"'float two_pi'") as caught:
         check_consts_layout("tag", tag.KERNEL_BINDING, exported.encode() + b"\0")
-    assert "f half_pi" in str(caught.value) and "kernel_binding" in str(caught.value)
+    assert "cuda_src/tag.cu (26 fields)" in str(caught.value)
 
 
 def test_layout_facts_come_from_the_kernel_sources():

@@ -38,8 +38,9 @@ RESET_PHASES = (PHASE["kResetAgents"], PHASE["kResetGames"])
 OBSERVE_PHASES = (PHASE["kObserveOnly"],)
 NUM_OUTPUTS = 6
 """Output pointers of a launch: obs, reward, terminated, truncated, final_obs, active."""
-_CHECKED_MODULES: set[int] = set()
-"""Loaded modules (cached for the process by ``load_module``) whose layout table matched."""
+_CHECKED_LAYOUTS: set[tuple[int, str]] = set()
+"""``(loaded module, binding layout)`` pairs found to match (``load_module`` keeps a
+module for the process, so its id stays its own)."""
 
 
 class GameCudaBackend:
@@ -78,9 +79,10 @@ class GameCudaBackend:
         kernel = binding.kernel_name(p, G * self.blocks_per_game, self.device)
         module = load_module(name, self.device.index or 0, path=binding.path,
                              extra_flags=binding.flags_for(kernel))
-        if id(module) not in _CHECKED_MODULES:  # read once: the copy waits for the device
+        checked = (id(module), binding.expected_layout())
+        if checked not in _CHECKED_LAYOUTS:  # read once: the copy waits for the device
             check_consts_layout(name, binding, module.read_global(f"{name}_consts_layout"))
-            _CHECKED_MODULES.add(id(module))
+            _CHECKED_LAYOUTS.add(checked)
         arg_format = (consts_format + "P" * (len(state) + len(buffers) + NUM_OUTPUTS) + "PP"
                       + "iiii")
         self._fn = Kernel(module, kernel, arg_format, fixed=head)

@@ -62,6 +62,12 @@ class MultiAgentDefinition:
     """``(params, state) -> (G, A, obs_dim)`` float32, the rules' observation."""
     in_game: Callable[[Any, State], torch.Tensor]
     """``(params, state) -> (G, A)`` bool."""
+    presets: tuple[str, ...] = ()
+    """Names of classmethods of ``params_type`` returning a preset, e.g. the training set."""
+    render_frame: Callable[[Any, dict[str, np.ndarray]], np.ndarray] | None = None
+    """``(params, one game's state as numpy arrays) -> (H, W, 3) uint8``."""
+    render_fps: int = 10
+    """Frames per second of a rendered game (``metadata["render_fps"]``, GIFs, windows)."""
     role_names: tuple[str, ...] | None = None
     """The ids of ``info["role"]``: a role's index here. ``None``: the roles in the order
     they first appear in ``roles(params)``."""
@@ -70,12 +76,6 @@ class MultiAgentDefinition:
     same_start_every_episode: Callable[[Any], bool] | None = None
     """``params -> True`` when every reset of every game reuses the stream's first draw
     (index 0, counter 0) instead of the game's next one; ``None``: never."""
-    presets: tuple[str, ...] = ()
-    """Names of classmethods of ``params_type`` returning a preset, e.g. the training set."""
-    render_frame: Callable[[Any, dict[str, np.ndarray]], np.ndarray] | None = None
-    """``(params, one game's state as numpy arrays) -> (H, W, 3) uint8``."""
-    render_fps: int = 10
-    """Frames per second of a rendered game (``metadata["render_fps"]``, GIFs, windows)."""
     kernel_binding: Any | None = None
     """The :class:`~gpu_vecenv.multi_agent.kernel_binding.GameKernelBinding` of
     ``cuda_src/<name>.cu``; ``None``: no kernels (the torch backend runs the env)."""

@@ -1,65 +1,61 @@
-// Continuous Tag (envs/tag.py, TAG_RULES.md): G games of A agents, one thread per agent.
+// Continuous Tag (envs/tag.py, docs/tag_rules.md): G games of A agents, one thread per
+// agent, in the phases of common/games.cuh:
 //
-// Blocks: each game gets blocks_per_game = ceil(A / blockDim.x) consecutive blocks, so a
-// game of any size runs; no block ever waits on another. A step is a sequence of phases;
-// every phase only reads what earlier phases wrote, and per-game sums use integer
-// atomics (order-independent), so results never depend on thread timing:
+//   kValidate  validate the actions; count invalid ones per game (game_bad)
+//   kMove      move (or, NEXT_STEP, reset a game that ended last step); base rewards; t += 1
+//   kInteract  each runner finds its nearest tagger (taggers staged through shared memory);
+//              tags: the runner's penalty and exit, tag_count[g][tagger] += 1, runners left
+//   kFinish    taggers' tag rewards; per-slot terminated / truncated; what each slot shows
+//   kFinalObs, kSameStepReset (SAME_STEP) final_obs; reset the games that ended
+//   kObserveStep observations (K nearest: positions staged through shared memory tiles);
+//              the game's pending flag and RNG counter; scratch counters zeroed
 //
-//   V  validate the actions; count invalid ones per game (game_bad)
-//   M  move (or, NEXT_STEP, reset a game that ended last step); base rewards; t += 1
-//   T  each runner finds its nearest tagger (taggers staged through shared memory);
-//      tags: the runner's penalty and exit, tag_count[g][tagger] += 1, runners left
-//   F  taggers' tag rewards; per-slot terminated / truncated; what each slot shows
-//   OF (SAME_STEP) final_obs;  R (SAME_STEP) reset the games that ended
-//   O  observations (K nearest: positions staged through shared memory tiles); the
-//      game's pending flag and RNG counter; scratch counters zeroed for the next step
-//
-// With one block per game (A <= blockDim.x) one launch runs all phases, separated by
-// __syncthreads(); otherwise the host launches one phase at a time. Mirrors the torch
-// reference operation by operation in float32; compile with -fmad=false.
+// Mirrors the torch reference operation by operation in float32; compile with -fmad=false.
+#include "common/games.cuh"
 #include "common/math.cuh"
 #include "common/rng.cuh"
 
-#define TAG_MAX_BLOCK 256
-#define TAG_MAX_OBSERVED 32
+#define TAG_MAX_OBSERVED 32  // the largest K (num_other_agents_observed) a kernel keeps
 
-enum TagPhase {
-  kValidate = 0, kMove, kTag, kFinish, kFinalObs, kSameStepReset, kObserveStep,
-  kResetAgents, kResetGames, kObserveOnly
-};
+// An observation holds, per observed other agent, these features (feature-major: all
+// others' values of feature 0, then of feature 1, ...), then the time and the own role.
+constexpr int kTagDiffFeatures = 5;   // Δx, Δy, Δspeed, Δacceleration, Δdirection
+constexpr int kTagRoleFeature = 5;    // the other's role (1 tagger)
+constexpr int kTagInGameFeature = 6;  // the other's in-game flag
+constexpr int kTagFeatures = 7;       // envs/tag.py reads this one
+static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRoleFeature + 1 &&
+              kTagFeatures == kTagInGameFeature + 1, "the feature layout");
 
-#define GV_AUTORESET_NEXT_STEP 0
-#define GV_AUTORESET_SAME_STEP 1
-#define GV_AUTORESET_DISABLED 2
+// The constants of envs/tag.py's kernel binding, in order (checked at load).
+#define TAG_CONSTS(FIELD)                                                                  \
+  FIELD(int, num_agents)                                                                   \
+  FIELD(int, num_taggers)                                                                  \
+  FIELD(int, episode_length)                                                               \
+  FIELD(int, num_acceleration_actions) /* levels + 1 */                                    \
+  FIELD(int, num_turn_actions)                                                             \
+  FIELD(int, full_observation)                                                             \
+  FIELD(int, own_role)                                                                     \
+  FIELD(int, num_observed) /* A - 1 (full) or K (partial) */                               \
+  FIELD(int, exits) /* runner_exits_game_after_tagged */                                   \
+  FIELD(int, fixed_start)                                                                  \
+  FIELD(int, obs_dim)                                                                      \
+  FIELD(float, grid_length)                                                                \
+  FIELD(float, vmax_tagger)                                                                \
+  FIELD(float, vmax_runner)                                                                \
+  FIELD(float, tag_threshold)                                                              \
+  FIELD(float, position_scale)                                                             \
+  FIELD(float, speed_scale)                                                                \
+  FIELD(float, two_pi)                                                                     \
+  FIELD(float, half_pi)                                                                    \
+  FIELD(float, edge_hit_penalty)                                                           \
+  FIELD(float, step_tagger)                                                                \
+  FIELD(float, step_runner)                                                                \
+  FIELD(float, tag_reward)                                                                 \
+  FIELD(float, tag_penalty)                                                                \
+  FIELD(float, end_reward)                                                                 \
+  FIELD(float, episode_length_f)
 
-struct TagConsts {
-  int num_agents;
-  int num_taggers;
-  int episode_length;
-  int num_acceleration_actions;  // levels + 1
-  int num_turn_actions;
-  int full_observation;
-  int own_role;
-  int num_observed;              // A - 1 (full) or K (partial)
-  int exits;                     // runner_exits_game_after_tagged
-  int fixed_start;
-  int obs_dim;
-  float grid_length;
-  float vmax_tagger;
-  float vmax_runner;
-  float tag_threshold;
-  float position_scale;
-  float speed_scale;
-  float two_pi;
-  float half_pi;
-  float edge_hit_penalty;
-  float step_tagger;
-  float step_runner;
-  float tag_reward;
-  float tag_penalty;
-  float end_reward;
-  float episode_length_f;
-};
+GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 
 // (G, A) agent fields and (G,) game fields of gpu_vecenv.multi_agent's buffers.
 struct TagState {
@@ -96,20 +92,6 @@ struct TagOutputs {
   bool* active;               // (G*A,) the slot's observation is live after this step
 };
 
-struct Agent {
-  int g, a;
-  long long slot;
-  bool on;                    // a < A (the last block of a game may be partly idle)
-};
-
-__device__ __forceinline__ bool game_stepping(const TagBuffers& b, int g, int mode) {
-  return b.game_bad[g] == 0 && (mode == GV_AUTORESET_SAME_STEP || !b.pending[g]);
-}
-
-__device__ __forceinline__ bool game_resetting(const TagBuffers& b, int g, int mode) {
-  return mode == GV_AUTORESET_NEXT_STEP && b.game_bad[g] == 0 && b.pending[g];
-}
-
 // Fresh start of one agent: words 0, 1, 2 of Philox block `a` (x, y, direction).
 __device__ void reset_agent(const TagConsts& c, const TagState& s, const TagBuffers& b,
                             const Agent& ag) {
@@ -144,7 +126,7 @@ __device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffe
   const bool playing = s.in_game[i] != 0;
   b.visible[i] = playing;  // "was in the game", turned into visibility by phase F
   float reward = 0.0f;
-  if (game_stepping(b, ag.g, mode)) {
+  if (gv_game_stepping(b, ag.g, mode)) {
     const bool tagger = ag.a < c.num_taggers;
     const float playing_f = playing ? 1.0f : 0.0f;
     const float d_acc = b.acceleration_table[action[2 * i]];
@@ -169,7 +151,7 @@ __device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffe
     s.acceleration[i] = acceleration;
     if (playing) reward = (hit ? c.edge_hit_penalty : 0.0f) + (tagger ? c.step_tagger : c.step_runner);
     if (ag.a == 0) s.t[ag.g] += 1;
-  } else if (game_resetting(b, ag.g, mode)) {
+  } else if (gv_game_resetting(b, ag.g, mode)) {
     reset_agent(c, s, b, ag);
     if (ag.a == 0) s.t[ag.g] = 0;
   }
@@ -180,9 +162,9 @@ __device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffe
 // Every thread of the block runs the tile loop (it holds barriers); only runners use it.
 __device__ void phase_tag(const TagConsts& c, const TagState& s, const TagBuffers& b,
                           const TagOutputs& o, const Agent& ag, int mode) {
-  __shared__ float2 tile[TAG_MAX_BLOCK];
+  __shared__ float2 tile[GV_GAME_MAX_BLOCK];
   const long long game = (long long)ag.g * c.num_agents;
-  const bool stepping = game_stepping(b, ag.g, mode);
+  const bool stepping = gv_game_stepping(b, ag.g, mode);
   const bool runner = ag.on && ag.a >= c.num_taggers && stepping && s.in_game[ag.slot] != 0;
   const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
   float best = 0.0f;
@@ -226,7 +208,7 @@ __device__ void phase_tag(const TagConsts& c, const TagState& s, const TagBuffer
 __device__ void phase_finish(const TagConsts& c, const TagState& s, const TagBuffers& b,
                              const TagOutputs& o, const Agent& ag, int mode) {
   const long long i = ag.slot;
-  const bool stepping = game_stepping(b, ag.g, mode);
+  const bool stepping = gv_game_stepping(b, ag.g, mode);
   const bool playing = s.in_game[i] != 0;
   const bool was_playing = b.visible[i];
   if (stepping && ag.a < c.num_taggers) {
@@ -242,18 +224,15 @@ __device__ void phase_finish(const TagConsts& c, const TagState& s, const TagBuf
   b.visible[i] = stepping ? was_playing : playing;
   const bool ended = game_terminated || game_truncated;
   if (ag.a == 0) b.game_ended[ag.g] = ended ? 1 : 0;
-  // The game's pending flag after this step (finish_game writes it), for info["active"].
   const bool bad = b.game_bad[ag.g] != 0, pending = b.pending[ag.g];
-  bool pending_after = pending || ended;
-  if (mode == GV_AUTORESET_NEXT_STEP) pending_after = ended || (pending && bad);
-  if (mode == GV_AUTORESET_SAME_STEP) pending_after = false;
+  GV_PENDING_AFTER(pending_after, pending, ended, bad, mode)
   const bool in_after = (mode == GV_AUTORESET_SAME_STEP && ended) || playing;
   o.active[i] = in_after && !pending_after;
 }
 
 // The five normalised values whose differences an observation holds.
 __device__ __forceinline__ void normalised(const TagConsts& c, const TagState& s, long long j,
-                                           float (&v)[5]) {
+                                           float (&v)[kTagDiffFeatures]) {
   v[0] = s.x[j] / c.position_scale;
   v[1] = s.y[j] / c.position_scale;
   v[2] = s.speed[j] / c.speed_scale;
@@ -265,10 +244,10 @@ __device__ __forceinline__ void write_tail(const TagConsts& c, const TagState& s
                                            bool playing, float* row) {
   const int n = c.num_observed;
   const float time = (float)s.t[ag.g] / c.episode_length_f;
-  row[7 * n] = playing ? time : 0.0f;
+  row[kTagFeatures * n] = playing ? time : 0.0f;
   if (c.own_role) {
     const bool shown = c.full_observation || playing;
-    row[7 * n + 1] = (shown && ag.a < c.num_taggers) ? 1.0f : 0.0f;
+    row[kTagFeatures * n + 1] = (shown && ag.a < c.num_taggers) ? 1.0f : 0.0f;
   }
 }
 
@@ -286,15 +265,17 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
   const int n = c.num_observed;
   const bool playing = s.in_game[ag.slot] != 0;
   const long long game = (long long)ag.g * c.num_agents;
-  float own[5], theirs[5];
+  float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
   normalised(c, s, ag.slot, own);
   for (int k = 0; k < n; ++k) {
     const int other = k < ag.a ? k : k + 1;
     normalised(c, s, game + other, theirs);
 #pragma unroll
-    for (int f = 0; f < 5; ++f) row[f * n + k] = playing ? theirs[f] - own[f] : 0.0f;
-    row[5 * n + k] = other < c.num_taggers ? 1.0f : 0.0f;
-    row[6 * n + k] = s.in_game[game + other] != 0 ? 1.0f : 0.0f;
+    for (int f = 0; f < kTagDiffFeatures; ++f) {
+      row[f * n + k] = playing ? theirs[f] - own[f] : 0.0f;
+    }
+    row[kTagRoleFeature * n + k] = other < c.num_taggers ? 1.0f : 0.0f;
+    row[kTagInGameFeature * n + k] = s.in_game[game + other] != 0 ? 1.0f : 0.0f;
   }
   write_tail(c, s, ag, playing, row);
 }
@@ -308,7 +289,7 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
 template <int kMax, bool kWide>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
                                 bool visible, float* out) {
-  __shared__ float4 tile[TAG_MAX_BLOCK];
+  __shared__ float4 tile[GV_GAME_MAX_BLOCK];
   float best[kMax];
   int chosen[kMax];
 #pragma unroll
@@ -383,7 +364,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   if (!ag.on) return;
   if (!visible) return write_zeros(c, ag, out);
   float* row = out + ag.slot * (long long)c.obs_dim;
-  float own[5], theirs[5];
+  float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
   normalised(c, s, ag.slot, own);
 #pragma unroll
   for (int k = 0; k < kMax; ++k) {
@@ -391,15 +372,15 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     const bool seen = playing && best[k] < INFINITY;
     if (!seen) {
 #pragma unroll
-      for (int f = 0; f < 7; ++f) row[f * K + k] = 0.0f;
+      for (int f = 0; f < kTagFeatures; ++f) row[f * K + k] = 0.0f;
       continue;
     }
     const long long j = game + chosen[k];
     normalised(c, s, j, theirs);
 #pragma unroll
-    for (int f = 0; f < 5; ++f) row[f * K + k] = theirs[f] - own[f];
-    row[5 * K + k] = chosen[k] < c.num_taggers ? 1.0f : 0.0f;
-    row[6 * K + k] = 1.0f;
+    for (int f = 0; f < kTagDiffFeatures; ++f) row[f * K + k] = theirs[f] - own[f];
+    row[kTagRoleFeature * K + k] = chosen[k] < c.num_taggers ? 1.0f : 0.0f;
+    row[kTagInGameFeature * K + k] = 1.0f;
   }
   write_tail(c, s, ag, playing, row);
 }
@@ -422,18 +403,7 @@ __device__ void finish_game(const TagConsts& c, const TagBuffers& b, const Agent
   if (ag.on && ag.a < c.num_taggers) b.tag_count[(long long)ag.g * c.num_taggers + ag.a] = 0;
   if (ag.a != 0) return;
   const int g = ag.g;
-  const bool bad = b.game_bad[g] != 0;
-  const bool pending = b.pending[g];
-  const bool ended = game_stepping(b, g, mode) && b.game_ended[g] != 0;
-  if (mode == GV_AUTORESET_NEXT_STEP) {
-    if (!bad && pending) b.rng_counter[g] += 1;
-    b.pending[g] = ended || (pending && bad);
-  } else if (mode == GV_AUTORESET_SAME_STEP) {
-    if (ended) b.rng_counter[g] += 1;
-    b.pending[g] = false;
-  } else {
-    b.pending[g] = pending || ended;
-  }
+  gv_finish_game_autoreset(b, g, mode);
   b.game_bad[g] = 0;
   b.runners_left[g] = 0;
   b.game_ended[g] = 0;
@@ -444,11 +414,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
                     const TagOutputs& o, const long long* __restrict__ action,
                     const bool* __restrict__ mask, int blocks_per_game, int mode,
                     int first_phase, int last_phase) {
-  Agent ag;
-  ag.g = blockIdx.x / blocks_per_game;
-  ag.a = (blockIdx.x % blocks_per_game) * blockDim.x + threadIdx.x;
-  ag.on = ag.a < c.num_agents;
-  ag.slot = (long long)ag.g * c.num_agents + ag.a;
+  GV_GAME_AGENT(ag, c.num_agents, blocks_per_game)
   const bool same_step = mode == GV_AUTORESET_SAME_STEP;
   for (int phase = first_phase; phase <= last_phase; ++phase) {
     if (phase > first_phase) __syncthreads();
@@ -459,7 +425,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
       case kMove:
         if (ag.on) phase_move(c, s, b, o, action, ag, mode);
         break;
-      case kTag:
+      case kInteract:
         phase_tag(c, s, b, o, ag, mode);
         break;
       case kFinish:
@@ -470,7 +436,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         break;
       case kSameStepReset:
         if (same_step && ag.on) {
-          const bool ended = game_stepping(b, ag.g, mode) && b.game_ended[ag.g] != 0;
+          const bool ended = gv_game_stepping(b, ag.g, mode) && b.game_ended[ag.g] != 0;
           if (ended) {
             reset_agent(c, s, b, ag);
             if (ag.a == 0) s.t[ag.g] = 0;
@@ -489,10 +455,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         }
         break;
       case kResetGames:
-        if (ag.on && ag.a == 0 && (mask == nullptr || mask[ag.g])) {
-          b.rng_counter[ag.g] += 1;
-          b.pending[ag.g] = false;
-        }
+        gv_reset_game(b, ag, mask);
         break;
       case kObserveOnly:
         write_observation<kMax, kWide>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
@@ -505,7 +468,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // tag_run_full, tag_run_k<kMax> for partial observations of K <= kMax others, and
 // tag_run_k<kMax>_wide with the four-at-a-time scan (for a few very large games).
 #define TAG_KERNEL(suffix, kMax, kWide)                                                     \
-  extern "C" __global__ void __launch_bounds__(TAG_MAX_BLOCK) tag_run_##suffix(             \
+  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(             \
       const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
       const long long* __restrict__ action, const bool* __restrict__ mask,                  \
       int blocks_per_game, int mode, int first_phase, int last_phase) {                     \

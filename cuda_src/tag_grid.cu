@@ -1,38 +1,31 @@
-// Gridworld Tag (envs/tag_grid.py, TAG_RULES.md): G games of A agents (the last one the
-// runner), one thread per agent, blocks_per_game = ceil(A / blockDim.x) blocks per game.
-// The same phase structure as tag.cu (see there): V validate, M move (or NEXT_STEP
-// reset), T taggers on the runner's cell count into an integer per game, F rewards and
-// flags, OF / R (SAME_STEP) final_obs and reset, O observations and the game's
-// bookkeeping. One launch runs all phases when a game fits one block. Compile with
-// -fmad=false.
+// Gridworld Tag (envs/tag_grid.py, docs/tag_rules.md): G games of A agents (the last one
+// the runner), one thread per agent, in the phases of common/games.cuh: kValidate,
+// kMove (or NEXT_STEP reset), kInteract (taggers on the runner's cell count into an
+// integer per game), kFinish (rewards and flags), kFinalObs / kSameStepReset (SAME_STEP),
+// kObserveStep (observations and the game's bookkeeping). Compile with -fmad=false.
+#include "common/games.cuh"
 #include "common/math.cuh"
 #include "common/rng.cuh"
 
-enum GridPhase {
-  kValidate = 0, kMove, kTag, kFinish, kFinalObs, kSameStepReset, kObserveStep,
-  kResetAgents, kResetGames, kObserveOnly
-};
+// The constants of envs/tag_grid.py's kernel binding, in order (checked at load). `unused`
+// keeps the struct a multiple of 8 bytes, as the pointer structs after it.
+#define GRID_CONSTS(FIELD)                                                                 \
+  FIELD(int, num_agents)                                                                   \
+  FIELD(int, grid_length)                                                                  \
+  FIELD(int, episode_length)                                                               \
+  FIELD(int, full_observation)                                                             \
+  FIELD(int, random_start)                                                                 \
+  FIELD(int, obs_dim)                                                                      \
+  FIELD(float, neg_wall_hit_penalty)                                                       \
+  FIELD(float, tag_reward)                                                                 \
+  FIELD(float, neg_tag_penalty)                                                            \
+  FIELD(float, step_cost)                                                                  \
+  FIELD(float, neg_step_cost)                                                              \
+  FIELD(float, grid_length_f)                                                              \
+  FIELD(float, episode_length_f)                                                           \
+  FIELD(int, unused)
 
-#define GV_AUTORESET_NEXT_STEP 0
-#define GV_AUTORESET_SAME_STEP 1
-#define GV_AUTORESET_DISABLED 2
-
-struct GridConsts {
-  int num_agents;
-  int grid_length;
-  int episode_length;
-  int full_observation;
-  int random_start;
-  int obs_dim;
-  float neg_wall_hit_penalty;
-  float tag_reward;
-  float neg_tag_penalty;
-  float step_cost;
-  float neg_step_cost;
-  float grid_length_f;
-  float episode_length_f;
-  int unused;  // keeps the struct a multiple of 8 bytes, as the pointer structs after it
-};
+GV_GAME_CONSTS(GridConsts, tag_grid, GRID_CONSTS)
 
 struct GridState {
   int* x;  // (G, A)
@@ -60,16 +53,6 @@ struct GridOutputs {
   float* final_obs;
   bool* active;
 };
-
-struct Agent {
-  int g, a;
-  long long slot;
-  bool on;
-};
-
-__device__ __forceinline__ bool game_stepping(const GridBuffers& b, int g, int mode) {
-  return b.game_bad[g] == 0 && (mode == GV_AUTORESET_SAME_STEP || !b.pending[g]);
-}
 
 __device__ void reset_agent(const GridConsts& c, const GridState& s, const GridBuffers& b,
                             const Agent& ag) {
@@ -134,11 +117,7 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
                                         const long long* __restrict__ action,
                                         const bool* __restrict__ mask, int blocks_per_game,
                                         int mode, int first_phase, int last_phase) {
-  Agent ag;
-  ag.g = blockIdx.x / blocks_per_game;
-  ag.a = (blockIdx.x % blocks_per_game) * blockDim.x + threadIdx.x;
-  ag.on = ag.a < c.num_agents;
-  ag.slot = (long long)ag.g * c.num_agents + ag.a;
+  GV_GAME_AGENT(ag, c.num_agents, blocks_per_game)
   const int g = ag.g;
   const long long i = ag.slot;
   const bool runner = ag.a == c.num_agents - 1;
@@ -159,7 +138,7 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
       }
       case kMove: {
         float reward = 0.0f;
-        if (game_stepping(b, g, mode)) {
+        if (gv_game_stepping(b, g, mode)) {
           const long long a = action[i];
           const int wanted_x = s.x[i] + (a == 1 ? 1 : (a == 2 ? -1 : 0));
           const int wanted_y = s.y[i] + (a == 3 ? 1 : (a == 4 ? -1 : 0));
@@ -176,14 +155,14 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
         o.reward[i] = reward;
         break;
       }
-      case kTag:
-        if (!runner && game_stepping(b, g, mode)) {
+      case kInteract:
+        if (!runner && gv_game_stepping(b, g, mode)) {
           const long long r = (long long)g * c.num_agents + c.num_agents - 1;
           if (s.x[i] == s.x[r] && s.y[i] == s.y[r]) atomicAdd(&b.game_tagged[g], 1);
         }
         break;
       case kFinish: {
-        const bool stepping = game_stepping(b, g, mode);
+        const bool stepping = gv_game_stepping(b, g, mode);
         const bool tagged = b.game_tagged[g] != 0;
         if (stepping) {
           const float role = tagged ? (runner ? c.neg_tag_penalty : c.tag_reward)
@@ -198,9 +177,7 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
         const bool ended = terminated || truncated;
         if (ag.a == 0) b.game_ended[g] = ended ? 1 : 0;
         const bool bad = b.game_bad[g] != 0, pending = b.pending[g];
-        bool pending_after = pending || ended;
-        if (mode == GV_AUTORESET_NEXT_STEP) pending_after = ended || (pending && bad);
-        if (mode == GV_AUTORESET_SAME_STEP) pending_after = false;
+        GV_PENDING_AFTER(pending_after, pending, ended, bad, mode)
         o.active[i] = !pending_after;
         break;
       }
@@ -208,7 +185,7 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
         if (same_step) write_observation(c, s, ag, true, o.final_obs);
         break;
       case kSameStepReset:
-        if (same_step && game_stepping(b, g, mode) && b.game_ended[g] != 0) {
+        if (same_step && gv_game_stepping(b, g, mode) && b.game_ended[g] != 0) {
           reset_agent(c, s, b, ag);
           if (ag.a == 0) s.t[g] = 0;
         }
@@ -216,18 +193,7 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
       case kObserveStep: {
         write_observation(c, s, ag, true, o.obs);
         if (ag.a != 0) break;
-        const bool bad = b.game_bad[g] != 0;
-        const bool pending = b.pending[g];
-        const bool ended = game_stepping(b, g, mode) && b.game_ended[g] != 0;
-        if (mode == GV_AUTORESET_NEXT_STEP) {
-          if (!bad && pending) b.rng_counter[g] += 1;
-          b.pending[g] = ended || (pending && bad);
-        } else if (mode == GV_AUTORESET_SAME_STEP) {
-          if (ended) b.rng_counter[g] += 1;
-          b.pending[g] = false;
-        } else {
-          b.pending[g] = pending || ended;
-        }
+        gv_finish_game_autoreset(b, g, mode);
         b.game_bad[g] = 0;
         b.game_tagged[g] = 0;
         b.game_ended[g] = 0;
@@ -240,10 +206,7 @@ extern "C" __global__ void tag_grid_run(const GridConsts c, const GridState s,
         }
         break;
       case kResetGames:
-        if (ag.a == 0 && (mask == nullptr || mask[g])) {
-          b.rng_counter[g] += 1;
-          b.pending[g] = false;
-        }
+        gv_reset_game(b, ag, mask);
         break;
       case kObserveOnly:
         write_observation(c, s, ag, b.visible[i], o.obs);

@@ -64,13 +64,19 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import State, StateField
-from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv
+from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv, drawing
+from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, KernelConstant
+from gpu_vecenv.multi_agent.kernel_constants import int_constant
 
 F32 = np.float32
 TWO_PI = float(F32(2 * math.pi))
 HALF_PI = float(F32(math.pi / 2))
-NUM_FEATURES = 7
-"""Features per observed other agent."""
+NUM_FEATURES = int_constant("tag.cu", "kTagFeatures")
+"""Features per observed other agent (the kernel's ``kTagFeatures``)."""
+MAX_OBSERVED = int_constant("tag.cu", "TAG_MAX_OBSERVED")
+"""Largest K (``num_other_agents_observed``) the kernels keep (the torch reference: any)."""
+ROLES = ("tagger", "runner")
+"""Role ids of ``info["role"]``: 0 tagger, 1 runner."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,15 @@ class TagParams:
         return NUM_FEATURES * self.num_observed + 1 + int(self.observe_own_role)
 
     @property
+    def num_acceleration_actions(self) -> int:
+        """``num_acceleration_levels + 1`` (index 0 is the no-op)."""
+        return self.num_acceleration_levels + 1
+
+    @property
+    def num_turn_actions(self) -> int:
+        return self.num_turn_levels + 1
+
+    @property
     def acceleration_table(self) -> np.ndarray:
         """float32 ``[0, linspace(min, max, levels)...]``, indexed by the action."""
         levels = np.linspace(self.min_acceleration, self.max_acceleration,
@@ -196,6 +211,10 @@ def roles(params: TagParams) -> tuple[str, ...]:
     return ("tagger",) * params.num_taggers + ("runner",) * params.num_runners
 
 
+def same_start_every_episode(params: TagParams) -> bool:
+    return params.fixed_start_positions
+
+
 def observation_space(params: TagParams) -> gym.spaces.Box:
     # Positions, directions, roles, flags and time lie in [-1, 1]; speed differences reach
     # the top speed over max_speed, acceleration differences twice that.
@@ -205,8 +224,8 @@ def observation_space(params: TagParams) -> gym.spaces.Box:
 
 
 def action_space(params: TagParams) -> gym.spaces.MultiDiscrete:
-    return gym.spaces.MultiDiscrete([params.num_acceleration_levels + 1,
-                                     params.num_turn_levels + 1])
+    return gym.spaces.MultiDiscrete([params.num_acceleration_actions,
+                                     params.num_turn_actions])
 
 
 def _const(value: float, like: torch.Tensor) -> torch.Tensor:
@@ -220,7 +239,7 @@ def _is_tagger(params: TagParams, device: torch.device) -> torch.Tensor:
 
 
 def reset(params: TagParams, u: torch.Tensor) -> State:
-    """Fresh games from uniforms ``u`` ``(G, A, 4)`` (x, y, direction, unused)."""
+    """Fresh games from uniforms ``u`` ``(G, A, 3)`` (x, y, direction)."""
     G, A = u.shape[:2]
     length = _const(params.grid_length, u)
     zeros = torch.zeros((G, A), dtype=torch.float32, device=u.device)
@@ -343,12 +362,124 @@ def observe(params: TagParams, state: State) -> torch.Tensor:
     return torch.cat([obs, torch.stack(extra, dim=2)], dim=2)
 
 
-def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
-    """``(H, W, 3)`` uint8 picture of one game (see :mod:`gpu_vecenv.tag_render`)."""
-    from gpu_vecenv.tag_render import draw_tag
+TAGGER_COLOUR, RUNNER_COLOUR, TAGGED_COLOUR = drawing.RED, drawing.BLUE, drawing.GREY
 
+
+def draw_tag(x: np.ndarray, y: np.ndarray, grid_length: float, num_taggers: int,
+             in_game: np.ndarray, time: int = 0, episode_length: int = 1,
+             size: int = 400) -> np.ndarray:
+    """One continuous-Tag game: taggers red, runners blue, a tagged runner a grey cross, a
+    time bar along the bottom. ``x``, ``y``, ``in_game``: ``(A,)``. Returns ``(size, size,
+    3)`` uint8, y pointing up."""
+    frame = drawing.canvas(size)
+    margin = 10
+    scale = (size - 2 * margin) / grid_length
+    frame[margin:-margin, [margin, size - margin - 1]] = drawing.GRID
+    frame[[margin, size - margin - 1], margin:-margin] = drawing.GRID
+    px = margin + np.asarray(x, dtype=np.float64) * scale
+    py = size - margin - np.asarray(y, dtype=np.float64) * scale
+    # Runners first, so taggers stay visible on top of them.
+    for i in list(range(num_taggers, len(px))) + list(range(num_taggers)):
+        if i < num_taggers:
+            drawing.disc(frame, px[i], py[i], 7, TAGGER_COLOUR)
+        elif in_game[i]:
+            drawing.disc(frame, px[i], py[i], 5, RUNNER_COLOUR)
+        else:
+            drawing.cross(frame, px[i], py[i], 4, TAGGED_COLOUR)
+    drawing.time_bar(frame, time, episode_length)
+    return frame
+
+
+def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
+    """``(H, W, 3)`` uint8 picture of one game (:func:`draw_tag`)."""
     return draw_tag(game["x"], game["y"], params.grid_length, params.num_taggers,
                     game["in_game"] != 0, time=int(game["t"]), episode_length=params.episode_length)
+
+
+# -- the kernel binding of cuda_src/tag.cu --
+
+KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, source in (
+    ("num_agents", "i", "num_agents"),
+    ("num_taggers", "i", "num_taggers"),
+    ("episode_length", "i", "episode_length"),
+    ("num_acceleration_actions", "i", "num_acceleration_actions"),
+    ("num_turn_actions", "i", "num_turn_actions"),
+    ("full_observation", "i", "use_full_observation"),
+    ("own_role", "i", "observe_own_role"),
+    ("num_observed", "i", "num_observed"),
+    ("exits", "i", "runner_exits_game_after_tagged"),
+    ("fixed_start", "i", "fixed_start_positions"),
+    ("obs_dim", "i", "obs_dim"),
+    ("grid_length", "f", "grid_length"),
+    ("vmax_tagger", "f", "max_speed_tagger"),
+    ("vmax_runner", "f", "max_speed_runner"),
+    ("tag_threshold", "f", "tag_threshold"),
+    ("position_scale", "f", "position_scale"),
+    ("speed_scale", "f", "speed_scale"),
+    ("two_pi", "f", TWO_PI),
+    ("half_pi", "f", HALF_PI),
+    ("edge_hit_penalty", "f", "edge_hit_penalty"),
+    ("step_tagger", "f", "step_penalty_for_tagger"),
+    ("step_runner", "f", "step_reward_for_runner"),
+    ("tag_reward", "f", "tag_reward_for_tagger"),
+    ("tag_penalty", "f", "tag_penalty_for_runner"),
+    ("end_reward", "f", "end_of_game_reward_for_runner"),
+    ("episode_length_f", "f", "episode_length"),
+))
+"""``TAG_CONSTS`` of ``tag.cu``, field by field: (C name, kind, the params' attribute)."""
+
+KERNELS = tuple(f"tag_run_{suffix}" for suffix in (
+    "full", "k4", "k8", "k10", "k16", "k32", "k4_wide", "k8_wide", "k10_wide", "k16_wide",
+    "k32_wide"))
+"""Every kernel of ``tag.cu``: one per observation layout, so each keeps only the
+registers it needs."""
+
+
+def kernel_flags(kernel: str) -> tuple[str, ...]:
+    """The ``-D`` flags that build only ``kernel`` of ``tag.cu``: it holds eleven variants of
+    one template, and compiling all of them made a first Tag env wait 26 s (NVRTC on the
+    H200 machine) for the one it launches."""
+    return ("-DTAG_ONLY", f"-DTAG_ONLY_{kernel.removeprefix('tag_run_')}")
+
+
+def kernel_name(params: TagParams, blocks: int, device: torch.device) -> str:
+    """``tag_run_full`` or ``tag_run_k<kMax>[_wide]`` (partial, K <= kMax). The wide scan
+    pays off when the launch has too few blocks to fill the GPU."""
+    if params.use_full_observation:
+        return "tag_run_full"
+    k_max = next(k for k in (4, 8, 10, 16, MAX_OBSERVED) if params.num_other_agents_observed <= k)
+    few_blocks = blocks < 2 * torch.cuda.get_device_properties(device).multi_processor_count
+    return f"tag_run_k{k_max}" + ("_wide" if few_blocks and params.num_agents > 256 else "")
+
+
+def kernel_buffers(params: TagParams, games: int, device: torch.device,
+                   visible: torch.Tensor) -> list[torch.Tensor]:
+    """``TagBuffers`` after the common five: the per-game counters ``game_bad``,
+    ``runners_left``, ``game_ended`` ``(G,)``, ``tag_count`` ``(G, T)`` (int32 scratch),
+    ``visible``, and the action tables."""
+    def scratch(*shape: int) -> torch.Tensor:
+        return torch.zeros(shape, dtype=torch.int32, device=device)
+
+    return [scratch(games), scratch(games), scratch(games), scratch(games, params.num_taggers),
+            visible, torch.as_tensor(params.acceleration_table, device=device),
+            torch.as_tensor(params.turn_table, device=device)]
+
+
+def check_kernel_params(params: TagParams) -> None:
+    if not params.use_full_observation and params.num_other_agents_observed > MAX_OBSERVED:
+        raise ValueError(f"the CUDA kernel observes at most {MAX_OBSERVED} others; "
+                         f"num_other_agents_observed={params.num_other_agents_observed}")
+
+
+KERNEL_BINDING = GameKernelBinding(
+    constants=KERNEL_CONSTANTS,
+    state_fields=("x", "y", "speed", "direction", "acceleration", "in_game", "t"),
+    buffers=kernel_buffers,
+    kernel_name=kernel_name,
+    kernels=KERNELS,
+    kernel_flags=kernel_flags,
+    check_params=check_kernel_params,
+)
 
 
 DEFINITION = MultiAgentDefinition(
@@ -363,8 +494,12 @@ DEFINITION = MultiAgentDefinition(
     step=step,
     observe=observe,
     in_game=in_game,
+    role_names=ROLES,
+    reset_draws_per_agent=3,
+    same_start_every_episode=same_start_every_episode,
     presets=("warpdrive_training",),
     render_frame=render_frame,
+    kernel_binding=KERNEL_BINDING,
 )
 
 

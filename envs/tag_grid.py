@@ -46,7 +46,8 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import State, StateField
-from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv
+from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv, drawing
+from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, KernelConstant
 
 MOVES = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
 """(Δx, Δy) of each action: stay, +x, −x, +y, −y."""
@@ -92,6 +93,18 @@ class TagGridParams:
     def obs_dim(self) -> int:
         return 4 * self.num_agents + 1 if self.use_full_observation else 6
 
+    @property
+    def wall_hit_reward(self) -> float:
+        return -self.wall_hit_penalty
+
+    @property
+    def tag_reward_for_runner(self) -> float:
+        return -self.tag_penalty_for_runner
+
+    @property
+    def step_reward_for_tagger(self) -> float:
+        return -self.step_cost_for_tagger
+
 
 AGENT_FIELDS = (StateField("x", torch.int32), StateField("y", torch.int32))
 GAME_FIELDS = (StateField("t", torch.int32),)
@@ -110,7 +123,7 @@ def action_space(params: TagGridParams) -> gym.spaces.Discrete:
 
 
 def reset(params: TagGridParams, u: torch.Tensor) -> State:
-    """Fresh games; ``u`` ``(G, A, 4)`` uniforms are used with ``random_start`` only."""
+    """Fresh games; ``u`` ``(G, A, 2)`` uniforms are used with ``random_start`` only."""
     G, A = u.shape[:2]
     L = params.grid_length
     if params.random_start:
@@ -177,12 +190,72 @@ def observe(params: TagGridParams, state: State) -> torch.Tensor:
                         is_runner.expand(G, A), time[:, None].expand(G, A)], dim=2)
 
 
-def render_frame(params: TagGridParams, game: dict[str, np.ndarray]) -> np.ndarray:
-    """``(H, W, 3)`` uint8 picture of one game (see :mod:`gpu_vecenv.tag_render`)."""
-    from gpu_vecenv.tag_render import draw_grid
+def draw_grid(x: np.ndarray, y: np.ndarray, grid_length: int, num_taggers: int,
+              time: int = 0, episode_length: int = 1, size: int = 400) -> np.ndarray:
+    """One gridworld-Tag game on its ``(L+1)²`` cells: taggers red, the runner (the last
+    agent) blue, a time bar along the bottom. Returns ``(H, W, 3)`` uint8."""
+    cells = grid_length + 1
+    cell = max(size // cells, 2)
+    frame = drawing.canvas(cell * cells)
+    if cell >= 6:
+        frame[::cell, :] = drawing.GRID
+        frame[:, ::cell] = drawing.GRID
+    order = [len(x) - 1] + list(range(num_taggers))
+    for i in order:
+        colour = drawing.BLUE if i == len(x) - 1 else drawing.RED
+        row = (grid_length - int(y[i])) * cell
+        col = int(x[i]) * cell
+        pad = 1 if cell >= 6 else 0
+        frame[row + pad:row + cell - pad, col + pad:col + cell - pad] = colour
+    drawing.time_bar(frame, time, episode_length)
+    return frame
 
+
+def render_frame(params: TagGridParams, game: dict[str, np.ndarray]) -> np.ndarray:
+    """``(H, W, 3)`` uint8 picture of one game (:func:`draw_grid`)."""
     return draw_grid(game["x"], game["y"], params.grid_length, params.num_taggers,
                      time=int(game["t"]), episode_length=params.episode_length)
+
+
+# -- the kernel binding of cuda_src/tag_grid.cu --
+
+KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, source in (
+    ("num_agents", "i", "num_agents"),
+    ("grid_length", "i", "grid_length"),
+    ("episode_length", "i", "episode_length"),
+    ("full_observation", "i", "use_full_observation"),
+    ("random_start", "i", "random_start"),
+    ("obs_dim", "i", "obs_dim"),
+    ("neg_wall_hit_penalty", "f", "wall_hit_reward"),
+    ("tag_reward", "f", "tag_reward_for_tagger"),
+    ("neg_tag_penalty", "f", "tag_reward_for_runner"),
+    ("step_cost", "f", "step_cost_for_tagger"),
+    ("neg_step_cost", "f", "step_reward_for_tagger"),
+    ("grid_length_f", "f", "grid_length"),
+    ("episode_length_f", "f", "episode_length"),
+    ("unused", "i", 0),
+))
+"""``GRID_CONSTS`` of ``tag_grid.cu``, field by field: (C name, kind, the params' attribute)."""
+
+
+def kernel_name(params: TagGridParams, blocks: int, device: torch.device) -> str:
+    return "tag_grid_run"
+
+
+def kernel_buffers(params: TagGridParams, games: int, device: torch.device,
+                   visible: torch.Tensor) -> list[torch.Tensor]:
+    """``GridBuffers`` after the common five: ``game_bad``, ``game_tagged``, ``game_ended``
+    ``(G,)`` int32 scratch, then ``visible``."""
+    return [torch.zeros(games, dtype=torch.int32, device=device) for _ in range(3)] + [visible]
+
+
+KERNEL_BINDING = GameKernelBinding(
+    constants=KERNEL_CONSTANTS,
+    state_fields=("x", "y", "t"),
+    buffers=kernel_buffers,
+    kernel_name=kernel_name,
+    kernels=("tag_grid_run",),
+)
 
 
 DEFINITION = MultiAgentDefinition(
@@ -197,8 +270,11 @@ DEFINITION = MultiAgentDefinition(
     step=step,
     observe=observe,
     in_game=in_game,
+    role_names=("tagger", "runner"),
+    reset_draws_per_agent=2,
     presets=("warpdrive_training",),
     render_frame=render_frame,
+    kernel_binding=KERNEL_BINDING,
 )
 
 

@@ -55,8 +55,8 @@ def __getattr__(name: str):
 def parallel_env(env_id: str, num_games: int = 1, **kwargs: Any):
     """``num_games`` games of a multi-agent env (``"GPUTag-v0"``, ``"GPUTagGrid-v0"`` or an id
     registered with :func:`register`) as one batched PettingZoo ``ParallelEnv`` of tensors
-    ``[num_games, ...]`` on the device; see :mod:`gpu_vecenv.tag_parallel`. Needs
+    ``[num_games, ...]`` on the device; see :mod:`gpu_vecenv.multi_agent.parallel`. Needs
     pettingzoo (``pip install 'gpu-vecenv[pettingzoo]'``)."""
-    from gpu_vecenv.tag_parallel import parallel_env as _parallel_env
+    from gpu_vecenv.multi_agent.parallel import parallel_env as _parallel_env
 
     return _parallel_env(env_id, num_games, **kwargs)

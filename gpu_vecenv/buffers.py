@@ -67,7 +67,9 @@ class StepOutputs:
     - ``terminated``, ``truncated``: ``(n,)`` bool;
     - ``final_obs``: ``(n, obs_dim)`` float32 (SAME_STEP only, else ``None``): the last
       observation of an episode that ended on this step, and the current observation
-      for the other envs.
+      for the other envs;
+    - ``active``: ``(n,)`` bool (multi-agent envs only, else ``None``): the slots whose
+      observation is live after this step (``info["active"]``).
     """
 
     obs: torch.Tensor
@@ -75,10 +77,12 @@ class StepOutputs:
     terminated: torch.Tensor
     truncated: torch.Tensor
     final_obs: torch.Tensor | None
+    active: torch.Tensor | None = None
 
     @classmethod
     def allocate(
-        cls, n: int, obs_dim: int, device: torch.device, with_final_obs: bool
+        cls, n: int, obs_dim: int, device: torch.device, with_final_obs: bool,
+        with_active: bool = False,
     ) -> StepOutputs:
         return cls(
             obs=torch.empty((n, obs_dim), dtype=torch.float32, device=device),
@@ -87,4 +91,5 @@ class StepOutputs:
             truncated=torch.empty(n, dtype=torch.bool, device=device),
             final_obs=(torch.empty((n, obs_dim), dtype=torch.float32, device=device)
                        if with_final_obs else None),
+            active=torch.empty(n, dtype=torch.bool, device=device) if with_active else None,
         )

@@ -34,15 +34,24 @@ class Job:
 
 
 def env_jobs() -> list[Job]:
-    """Every env kernel file of the package (``tag.cu`` kernel by kernel, as the Tag
-    backend builds it)."""
+    """Every env kernel file of the package; a file whose game binding builds one kernel at
+    a time (``tag.cu``) kernel by kernel, as its backend builds it."""
     from gpu_vecenv.backends.compiler import CUDA_SRC
-    from gpu_vecenv.tag_cuda import TAG_KERNELS, kernel_flags
+    from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding
+    from gpu_vecenv.registry import list_ids, load_definition
 
+    by_kernel: dict[str, GameKernelBinding] = {}
+    for env_id in list_ids():
+        definition = load_definition(env_id)
+        binding = getattr(definition, "kernel_binding", None)
+        if isinstance(binding, GameKernelBinding) and binding.kernel_flags is not None:
+            by_kernel[definition.name] = binding
     jobs = []
     for path in sorted(CUDA_SRC.glob("*.cu")):
-        if path.stem == "tag":
-            jobs += [Job("tag", f"tag.cu [{k}]", kernel_flags(k)) for k in TAG_KERNELS]
+        binding = by_kernel.get(path.stem)
+        if binding is not None:
+            jobs += [Job(path.stem, f"{path.name} [{k}]", binding.flags_for(k))
+                     for k in binding.kernels]
         elif path.stem != "ppo_mlp":
             jobs.append(Job(path.stem, path.name))
     return jobs

@@ -68,8 +68,21 @@ class EnvDefinition:
 
     def make_params(self, **overrides: Any) -> Any:
         """Build the params dataclass, rejecting unknown names with a clear error."""
-        check_parameter_names(self.name, self.params_type, overrides)
-        return self.params_type(**overrides)
+        return make_params(self.name, self.params_type, overrides)
+
+
+def make_params(env_name: str, params_type: type, overrides: dict[str, Any],
+                preset: str | None = None, presets: tuple[str, ...] = ()) -> Any:
+    """An env's params: ``preset`` (the name of a classmethod of ``params_type`` among
+    ``presets``; ``None``: the defaults) with ``overrides``. Unknown names are a
+    ``TypeError`` listing the accepted ones (:func:`check_parameter_names`)."""
+    check_parameter_names(env_name, params_type, overrides)
+    if preset is None:
+        return params_type(**overrides)
+    if preset not in presets:
+        raise ValueError(f"unknown preset {preset!r} for {env_name}; "
+                         f"available: {list(presets)}")
+    return getattr(params_type, preset)(**overrides)
 
 
 def check_parameter_names(env_name: str, params_type: type, given: dict[str, Any]) -> None:

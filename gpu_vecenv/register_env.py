@@ -49,7 +49,7 @@ def register(
         id: the env id, e.g. ``"PointReach-v0"`` (no ``:``: that separates a module name,
             as in ``"my_module:PointReach-v0"``).
         definition: an :class:`~gpu_vecenv.definition.EnvDefinition` (single-agent) or a
-            :class:`~gpu_vecenv.tag_definition.MultiAgentDefinition`.
+            :class:`~gpu_vecenv.multi_agent.MultiAgentDefinition`.
         max_episode_steps: the time limit of this id. Default: the definition's
             ``max_episode_steps`` (single-agent) or the params' ``episode_length``
             (multi-agent; a value given here becomes that ``episode_length``).

@@ -49,7 +49,7 @@ def register_with_gymnasium(entry: EnvEntry) -> None:
 def is_single_agent(definition: Any) -> bool:
     """True for an ``EnvDefinition``, False for a ``MultiAgentDefinition``; else TypeError."""
     from gpu_vecenv.definition import EnvDefinition
-    from gpu_vecenv.tag_definition import MultiAgentDefinition
+    from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
 
     if isinstance(definition, EnvDefinition):
         return True

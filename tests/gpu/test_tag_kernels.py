@@ -236,3 +236,22 @@ def test_invalid_actions_reported_without_sync():
     env.step(bad)
     with pytest.raises(InvalidActionError, match="slots \\[5\\]"):
         env.check_errors()
+
+
+def test_a_binding_that_disagrees_with_its_kernel_file_fails_at_load():
+    """The constants the module packs are checked against the table the .cu exports."""
+    from dataclasses import replace
+
+    from gpu_vecenv.envs import tag_grid
+    from gpu_vecenv.multi_agent import MultiAgentVectorEnv
+
+    TagGridVectorEnv(2, device="cuda", backend="cuda")  # the right binding loads
+    swapped = tag_grid.KERNEL_BINDING.constants
+    swapped = (swapped[1], swapped[0], *swapped[2:])
+    definition = replace(tag_grid.DEFINITION,
+                         kernel_binding=replace(tag_grid.KERNEL_BINDING, constants=swapped))
+    with pytest.raises(RuntimeError, match="differ at field 0: the kernel file declares "
+                                           "'int num_agents', the binding packs "
+                                           "'int grid_length'"):
+        MultiAgentVectorEnv(definition, 2, device="cuda", backend="cuda")
+

@@ -230,15 +230,16 @@ def test_an_env_without_kernels_falls_back_to_torch_under_auto(monkeypatch):
     from gpu_vecenv import backends
     from gpu_vecenv.backends.compiler import KernelsUnavailable
     from gpu_vecenv.backends.cuda import binding_for
-    from gpu_vecenv.tag_cuda import TagCudaBackend
+    from gpu_vecenv.multi_agent.cuda_backend import GameCudaBackend
 
     with pytest.raises(KernelsUnavailable, match="has no CUDA kernels"):
         binding_for(COUNTING)
     custom = SimpleNamespace(
-        definition=SimpleNamespace(name="my_game"), device=torch.device("cuda", 0)
+        definition=SimpleNamespace(name="my_game", kernel_binding=None),
+        device=torch.device("cuda", 0),
     )
     with pytest.raises(KernelsUnavailable, match="no multi-agent CUDA kernels"):
-        TagCudaBackend(custom)
+        GameCudaBackend(custom)
 
     monkeypatch.setattr(backends, "resolve_backend", lambda backend, device: "cuda")
     monkeypatch.setattr(backends, "_notices_shown", set())

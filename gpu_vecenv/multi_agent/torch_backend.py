@@ -1,79 +1,19 @@
-"""The torch backend of multi-agent envs, and the runtime's buffers.
+"""The torch backend of multi-agent envs: the env's reference functions on its buffers.
 
-The env's reference functions run on the buffers of a
-:class:`~gpu_vecenv.multi_agent.MultiAgentVectorEnv`, on any torch device, with no
-host synchronization: every game computes every branch and ``torch.where`` selects.
+They run on any torch device with no host synchronization: every game computes every
+branch and ``torch.where`` selects.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv import seeding
+from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.definition import State
-from gpu_vecenv.tag_definition import MultiAgentDefinition
-
-if TYPE_CHECKING:
-    from gpu_vecenv.multi_agent import MultiAgentVectorEnv
-
-
-class GameOutputs(NamedTuple):
-    """Per-slot outputs of one ``step()``, ``(num_envs, ...)`` tensors."""
-
-    obs: torch.Tensor
-    reward: torch.Tensor
-    terminated: torch.Tensor
-    truncated: torch.Tensor
-    final_obs: torch.Tensor | None
-    active: torch.Tensor
-    """Slots whose observation is live after this step (``info["active"]``)."""
-
-    @classmethod
-    def allocate(cls, n: int, obs_dim: int, device: torch.device, final: bool) -> GameOutputs:
-        return cls(
-            obs=torch.empty((n, obs_dim), dtype=torch.float32, device=device),
-            reward=torch.empty(n, dtype=torch.float32, device=device),
-            terminated=torch.empty(n, dtype=torch.bool, device=device),
-            truncated=torch.empty(n, dtype=torch.bool, device=device),
-            final_obs=(torch.empty((n, obs_dim), dtype=torch.float32, device=device)
-                       if final else None),
-            active=torch.empty(n, dtype=torch.bool, device=device),
-        )
-
-
-@dataclass
-class GameBuffers:
-    """Persistent tensors: ``state`` (agent fields ``(G, A)``, game fields ``(G,)``),
-    ``seed`` / ``rng_counter`` ``(G,)`` int64, ``pending`` ``(G,)`` bool (the game ended
-    and awaits its reset), ``invalid_action`` ``(num_envs,)`` bool (last step) and
-    ``error_count`` ``()`` int32 (invalid actions since the last check)."""
-
-    state: State
-    seed: torch.Tensor
-    rng_counter: torch.Tensor
-    pending: torch.Tensor
-    invalid_action: torch.Tensor
-    error_count: torch.Tensor
-
-    @classmethod
-    def allocate(cls, definition: MultiAgentDefinition, games: int, agents: int,
-                 device: torch.device) -> GameBuffers:
-        state = {f.name: torch.zeros((games, agents), dtype=f.dtype, device=device)
-                 for f in definition.agent_fields}
-        state.update({f.name: torch.zeros(games, dtype=f.dtype, device=device)
-                      for f in definition.game_fields})
-        return cls(
-            state=state,
-            seed=torch.zeros(games, dtype=torch.int64, device=device),
-            rng_counter=torch.zeros(games, dtype=torch.int64, device=device),
-            pending=torch.zeros(games, dtype=torch.bool, device=device),
-            invalid_action=torch.zeros(games * agents, dtype=torch.bool, device=device),
-            error_count=torch.zeros((), dtype=torch.int32, device=device),
-        )
+from gpu_vecenv.multi_agent.buffers import GameContext
+from gpu_vecenv.multi_agent.definition import DRAWS_PER_BLOCK
 
 
 class MultiAgentTorchBackend:
@@ -81,19 +21,23 @@ class MultiAgentTorchBackend:
 
     name = "torch"
 
-    def __init__(self, env: MultiAgentVectorEnv):
+    def __init__(self, env: GameContext):
         self.env = env
         self._game_index = torch.arange(env.num_games, device=env.device, dtype=torch.int64)
+        same_start = env.definition.same_start_every_episode
+        self._same_start = same_start is not None and bool(same_start(env.params))
 
     def reset_games(self, mask: torch.Tensor) -> None:
         """Draw fresh games where ``mask`` ((G,) bool) from each game's RNG stream."""
         env, b = self.env, self.env.buffers
-        if getattr(env.params, "fixed_start_positions", False):
+        if self._same_start:
             index = counter = torch.zeros_like(b.rng_counter)
         else:
             index, counter = self._game_index, b.rng_counter
-        u = seeding.random_uniform(b.seed, index, counter, 4 * env.num_agents)
-        fresh = env.definition.reset(env.params, u.view(env.num_games, env.num_agents, 4))
+        u = seeding.random_uniform(b.seed, index, counter, DRAWS_PER_BLOCK * env.num_agents)
+        per_agent = u.view(env.num_games, env.num_agents, DRAWS_PER_BLOCK)
+        draws = per_agent[..., :env.definition.reset_draws_per_agent]
+        fresh = env.definition.reset(env.params, draws)
         _write_where(b.state, fresh, mask)
         b.rng_counter.add_(mask.to(torch.int64))
         b.pending.logical_and_(~mask)
@@ -104,7 +48,7 @@ class MultiAgentTorchBackend:
         obs = env.definition.observe(env.params, env.buffers.state)
         out.copy_(torch.where(visible[..., None], obs, 0.0).view(out.shape))
 
-    def step(self, action: torch.Tensor, out: GameOutputs) -> None:
+    def step(self, action: torch.Tensor, out: StepOutputs) -> None:
         """One step of every game, autoreset included; invalid actions leave their game
         unchanged and are counted in ``buffers.error_count``."""
         env, b = self.env, self.env.buffers

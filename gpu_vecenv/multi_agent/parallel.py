@@ -1,12 +1,12 @@
 """Batched PettingZoo view of a multi-agent env: ``gpu_vecenv.parallel_env(id, num_games=G)``.
 
-One ``ParallelEnv`` runs ``G`` games at once. Its dicts map agent names (``tagger_0 …``,
-``runner_0 …``) to tensors on the env's device whose first dimension is the game:
+One ``ParallelEnv`` runs ``G`` games at once. Its dicts map agent names (Tag's
+``tagger_0 …``, ``runner_0 …``) to tensors on the env's device whose first dimension is the game:
 observations ``[G, obs_dim]``, actions ``[G, ...]`` (``[G, 2]`` for continuous Tag,
 ``[G]`` for gridworld Tag), rewards / terminations / truncations ``[G]``. Agents never
 leave ``agents`` (they leave per game): ``infos[name]["active"]`` (``[G]`` bool) says in
 which games the agent is live. Episodes, autoreset and idle agents work exactly as in
-the Gymnasium view (:mod:`gpu_vecenv.multi_agent`); ``reset(options={"reset_mask": m})``
+the Gymnasium view (:mod:`gpu_vecenv.multi_agent.vector_env`); ``reset(options={"reset_mask": m})``
 takes a ``[G]`` mask. For one game with numpy values and agents removed as they leave,
 use :mod:`gpu_vecenv.adapters.pettingzoo`.
 """
@@ -23,14 +23,14 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
     raise ImportError("the PettingZoo views need pettingzoo: "
                       "pip install 'gpu-vecenv[pettingzoo]'") from exc
 
-from gpu_vecenv.multi_agent import MultiAgentVectorEnv
+from gpu_vecenv.multi_agent.vector_env import MultiAgentVectorEnv
 
 
 class BatchedParallelEnv(ParallelEnv):
     """``num_games`` games as one PettingZoo ``ParallelEnv`` of batched tensors.
 
     Args:
-        env_id: ``"GPUTag-v0"`` or ``"GPUTagGrid-v0"``.
+        env_id: a multi-agent id, e.g. ``"GPUTag-v0"`` or ``"GPUTagGrid-v0"``.
         num_games: number of games ``G``.
         **kwargs: as for :class:`~gpu_vecenv.multi_agent.MultiAgentVectorEnv` (device,
             backend, autoreset_mode, strict, copy, render_mode, preset, env params).

@@ -1,0 +1,125 @@
+"""The CUDA backend of multi-agent envs: ``cuda_src/<name>.cu`` run through its
+:class:`~gpu_vecenv.multi_agent.kernel_binding.GameKernelBinding`.
+
+Same interface and semantics as :class:`gpu_vecenv.multi_agent.torch_backend.MultiAgentTorchBackend`
+(the GPU tests hold them together). Compiling, loading and the stream rules are those of
+:mod:`gpu_vecenv.backends.cuda` (PyTorch's primary context, torch-allocated buffers,
+launches on torch's current stream, capturable into CUDA graphs).
+
+Each game gets ``ceil(A / block)`` blocks of ``block = min(GV_GAME_MAX_BLOCK, A rounded up
+to 32)`` threads, one per agent. A step is a fixed sequence of phases (the ``GvGamePhase``
+enum of ``common/games.cuh``): one launch when a game fits one block, else one launch per
+phase, so games of any size run without blocks waiting on each other.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.backends.compiler import KernelsUnavailable, load_module
+from gpu_vecenv.backends.cuda import AUTORESET_CODES
+from gpu_vecenv.backends.launch import Kernel
+from gpu_vecenv.buffers import StepOutputs
+from gpu_vecenv.multi_agent.buffers import GameContext
+from gpu_vecenv.multi_agent.kernel_binding import check_consts_layout
+from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
+
+MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
+PHASE = enum_values("common/games.cuh", "GvGamePhase")
+"""Phase ids by their C names (``kValidate``, ``kMove``, ...)."""
+STEP_PHASES = tuple(PHASE[p] for p in ("kValidate", "kMove", "kInteract", "kFinish",
+                                       "kObserveStep"))
+SAME_STEP_PHASES = tuple(PHASE[p] for p in ("kValidate", "kMove", "kInteract", "kFinish",
+                                            "kFinalObs", "kSameStepReset", "kObserveStep"))
+RESET_PHASES = (PHASE["kResetAgents"], PHASE["kResetGames"])
+OBSERVE_PHASES = (PHASE["kObserveOnly"],)
+NUM_OUTPUTS = 6
+"""Output pointers of a launch: obs, reward, terminated, truncated, final_obs, active."""
+_CHECKED_LAYOUTS: set[tuple[int, str]] = set()
+"""``(loaded module, binding layout)`` pairs found to match (``load_module`` keeps a
+module for the process, so its id stays its own)."""
+
+
+class GameCudaBackend:
+    """Runs ``cuda_src/<definition.name>.cu`` on the buffers of a multi-agent env."""
+
+    name = "cuda"
+
+    def __init__(self, env: GameContext):
+        name = env.definition.name
+        binding = getattr(env.definition, "kernel_binding", None)
+        if binding is None:
+            # under backend="auto" such an env falls back to the torch backend
+            raise KernelsUnavailable(f"env {name!r} has no multi-agent CUDA kernels (its "
+                                     "definition has no kernel_binding); use backend='torch'")
+        if env.device.type != "cuda":
+            raise RuntimeError(f"the CUDA backend needs a CUDA device, got {env.device}")
+        self.env = env
+        self.device = env.device
+        self._cached_outputs: tuple[StepOutputs | None, tuple] = (None, ())
+        p, b, s = env.params, env.buffers, env.buffers.state
+        G, A = env.num_games, env.num_agents
+        self.block = min(MAX_BLOCK, 32 * math.ceil(A / 32))
+        self.blocks_per_game = math.ceil(A / self.block)
+        if G * self.blocks_per_game >= 2**31 or G * A * env.obs_dim >= 2**62:
+            raise ValueError(f"{G} games of {A} agents exceed the kernel's grid")
+        self.mode = AUTORESET_CODES[env.autoreset_mode]
+        if binding.check_params is not None:
+            binding.check_params(p)
+        consts, consts_format = binding.pack_constants(p)
+        self.visible = torch.zeros(G * A, dtype=torch.bool, device=self.device)
+        self.scratch = binding.buffers(p, G, self.device, self.visible)
+        state = [s[field] for field in binding.state_fields]
+        buffers = [b.seed, b.rng_counter, b.pending, b.invalid_action, b.error_count,
+                   *self.scratch]
+        head = (*consts, *(t.data_ptr() for t in state), *(t.data_ptr() for t in buffers))
+        kernel = binding.kernel_name(p, G * self.blocks_per_game, self.device)
+        module = load_module(name, self.device.index or 0, path=binding.path,
+                             extra_flags=binding.flags_for(kernel))
+        checked = (id(module), binding.expected_layout())
+        if checked not in _CHECKED_LAYOUTS:  # read once: the copy waits for the device
+            check_consts_layout(name, binding, module.read_global(f"{name}_consts_layout"))
+            _CHECKED_LAYOUTS.add(checked)
+        arg_format = (consts_format + "P" * (len(state) + len(buffers) + NUM_OUTPUTS) + "PP"
+                      + "iiii")
+        self._fn = Kernel(module, kernel, arg_format, fixed=head)
+        self._grid = (G * self.blocks_per_game, 1, 1)
+        self._block_shape = (self.block, 1, 1)
+        same_step = env.autoreset_mode == AutoresetMode.SAME_STEP
+        self._step_phases = SAME_STEP_PHASES if same_step else STEP_PHASES
+
+    def _launch(self, outputs: tuple, action: int, mask: int, first: int, last: int) -> None:
+        self._fn(self._grid, self._block_shape, (*outputs, action, mask, self.blocks_per_game,
+                                                 self.mode, first, last))
+
+    def _run(self, phases: tuple[int, ...], outputs: tuple, action: int = 0,
+             mask: int = 0) -> None:
+        if self.blocks_per_game == 1:
+            self._launch(outputs, action, mask, phases[0], phases[-1])
+        else:
+            for phase in phases:
+                self._launch(outputs, action, mask, phase, phase)
+
+    def reset_games(self, mask: torch.Tensor) -> None:
+        """Fresh games where ``mask`` ((G,) bool), from each game's RNG stream."""
+        mask = mask.contiguous()
+        self._run(RESET_PHASES, (0,) * NUM_OUTPUTS, mask=mask.data_ptr())
+
+    def observe(self, visible: torch.Tensor, out: torch.Tensor) -> None:
+        """``out`` ((num_envs, obs_dim)) = the observations, zero where not ``visible``."""
+        self.visible.copy_(visible.reshape(-1))
+        self._run(OBSERVE_PHASES, (out.data_ptr(), 0, 0, 0, 0, 0))
+
+    def step(self, action: torch.Tensor, out: StepOutputs) -> None:
+        """One step of every game, autoreset included (see ``common/games.cuh``)."""
+        action = action.contiguous()
+        cached, outputs = self._cached_outputs
+        if out is not cached:  # with copy=False the same outputs come every step
+            outputs = (out.obs.data_ptr(), out.reward.data_ptr(), out.terminated.data_ptr(),
+                       out.truncated.data_ptr(), 0 if out.final_obs is None else
+                       out.final_obs.data_ptr(), out.active.data_ptr())
+            self._cached_outputs = (out, outputs)
+        self._run(self._step_phases, outputs, action=action.data_ptr())

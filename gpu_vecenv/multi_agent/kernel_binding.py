@@ -1,0 +1,120 @@
+"""How a multi-agent env's kernel file is launched: :class:`GameKernelBinding`.
+
+An env module declares its binding beside its torch reference (``envs/tag.py``): the
+fields of the ``.cu``'s constants struct and where each value comes from, its state
+fields and scratch buffers in the order of its structs, and how to pick a kernel. The
+``.cu`` exports the same struct as a text table, ``__device__ char <name>_consts_layout[]
+= "int num_agents;float grid_length;..."`` (written by ``GV_GAME_CONSTS`` of
+``common/games.cuh`` from the one field list that also declares the struct), and
+:func:`check_consts_layout` compares the two when the kernels load, so a field added,
+dropped, renamed or retyped on one side only fails at once with both lists in the
+message, instead of shifting every constant after it.
+
+Everything here is picklable (names, numbers, module-level functions), since a
+definition travels with a pickled env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+KINDS = {"i": "int", "f": "float"}
+"""Kinds of a constant: the letter packed into the launch, and the C type of the struct
+field (both 4 bytes)."""
+
+
+@dataclass(frozen=True)
+class KernelConstant:
+    """One field of the ``.cu``'s constants struct."""
+
+    name: str
+    """The C field's name."""
+    kind: str
+    """``"i"`` (int32) or ``"f"`` (float32)."""
+    source: str | float
+    """The params' attribute (a field or a property) holding the value, or the value."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kernel constant {self.name}: kind must be one of {list(KINDS)}")
+
+    def value(self, params: Any) -> int | np.float32:
+        """The packed value: an int, or the float rounded to float32 as torch rounds a
+        scalar operand."""
+        raw = getattr(params, self.source) if isinstance(self.source, str) else self.source
+        return int(raw) if self.kind == "i" else np.float32(raw)
+
+
+@dataclass(frozen=True)
+class GameKernelBinding:
+    """What the generic CUDA backend needs to launch ``cuda_src/<name>.cu``.
+
+    Every kernel of the file takes ``(Consts, State, Buffers, Outputs, action, mask,
+    blocks_per_game, mode, first_phase, last_phase)``: the constants, then a pointer per
+    state field, then the buffers (``seed``, ``rng_counter``, ``pending``,
+    ``invalid_action``, ``error_count``, then the env's own, :attr:`buffers`), then the six
+    outputs (``common/games.cuh`` documents them).
+    """
+
+    constants: tuple[KernelConstant, ...]
+    """The constants struct's fields, in C order."""
+    state_fields: tuple[str, ...]
+    """The state tensors passed, in the order of the ``.cu``'s state struct."""
+    buffers: Callable[[Any, int, torch.device, torch.Tensor], list[torch.Tensor]]
+    """``(params, num_games, device, visible) -> tensors`` after the five common buffers,
+    in struct order; ``visible`` is the runtime's ``(G*A,)`` bool scratch (which slots show
+    an observation), to be placed where the struct has it."""
+    kernel_name: Callable[[Any, int, torch.device], str]
+    """``(params, blocks in the launch, device) -> the kernel to launch``."""
+    kernels: tuple[str, ...]
+    """Every kernel of the file (what ``gpu-vecenv compile`` builds)."""
+    kernel_flags: Callable[[str], tuple[str, ...]] | None = None
+    """``kernel -> -D flags`` that build only that kernel of the file; ``None``: none."""
+    check_params: Callable[[Any], None] | None = None
+    """Raises ``ValueError`` for params the kernels cannot run (the torch backend can)."""
+    path: str | None = None
+    """The ``.cu`` of a game outside the package (it may include ``common/games.cuh``);
+    ``None``: ``cuda_src/<name>.cu``."""
+
+    def flags_for(self, kernel: str) -> tuple[str, ...]:
+        return () if self.kernel_flags is None else tuple(self.kernel_flags(kernel))
+
+    def pack_constants(self, params: Any) -> tuple[list, str]:
+        """The constants' values and their ``struct`` format (one letter each)."""
+        return ([c.value(params) for c in self.constants],
+                "".join(c.kind for c in self.constants))
+
+    def expected_layout(self) -> str:
+        """The table the ``.cu`` must export: ``"int num_agents;float grid_length;..."``."""
+        return "".join(f"{KINDS[c.kind]} {c.name};" for c in self.constants)
+
+
+def check_consts_layout(env_name: str, binding: GameKernelBinding, table: bytes | str) -> None:
+    """Raise ``RuntimeError`` unless ``table`` (the ``.cu``'s ``<name>_consts_layout``,
+    NUL-terminated bytes or text) lists exactly the binding's constants."""
+    exported = table.split(b"\0")[0].decode() if isinstance(table, bytes) else table
+    expected = binding.expected_layout()
+    if exported == expected:
+        return
+    ours = expected.rstrip(";").split(";")
+    theirs = exported.rstrip(";").split(";")
+    first = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+                 min(len(ours), len(theirs)))
+    source = binding.path or f"cuda_src/{env_name}.cu"
+
+    def at(fields: list[str]) -> str:
+        return f"'{fields[first]}'" if first < len(fields) else "nothing"
+
+    raise RuntimeError(
+        f"{env_name}: the kernel constants of {source} and of its definition's "
+        f"kernel_binding differ at field {first}: the kernel file declares {at(theirs)}, "
+        f"the binding packs {at(ours)}. Change both sides together (the C list is "
+        f"GV_GAME_CONSTS(...) in the kernel file).\n"
+        f"  {source} ({len(theirs)} fields): {'; '.join(theirs)}\n"
+        f"  binding ({len(ours)} fields): {'; '.join(ours)}"
+    )

@@ -1,0 +1,92 @@
+"""The Tag kernels' bindings (envs/tag.py, envs/tag_grid.py) agree with their .cu files, and
+the layout facts Python reads from C are the ones the reference uses (no GPU needed)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from gpu_vecenv.backends.compiler import CUDA_SRC, build_command, find_nvcc
+from gpu_vecenv.envs import tag, tag_grid
+from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
+from gpu_vecenv.multi_agent.kernel_binding import check_consts_layout
+from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
+
+GAMES = {"tag": tag, "tag_grid": tag_grid}
+
+
+def _consts_macro_fields(name: str) -> str:
+    """The constants field list of ``cuda_src/<name>.cu`` as its layout table spells it."""
+    text = (CUDA_SRC / f"{name}.cu").read_text()
+    body = re.search(r"#define \w+_CONSTS\(FIELD\)(.*?)\n\s*\n", text, re.S).group(1)
+    return "".join(f"{kind} {field};"
+                   for kind, field in re.findall(r"\bFIELD\((int|float), (\w+)\)", body))
+
+
+@pytest.mark.parametrize("name", sorted(GAMES))
+def test_binding_lists_the_constants_struct_of_its_kernel_file(name):
+    binding = GAMES[name].KERNEL_BINDING
+    check_consts_layout(name, binding, _consts_macro_fields(name))
+    values, kinds = binding.pack_constants(GAMES[name].DEFINITION.make_params())
+    assert len(values) == len(kinds) == len(binding.constants)
+    assert len(kinds) * 4 % 8 == 0  # the pointer structs after it stay 8-byte aligned
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("name", sorted(GAMES))
+def test_the_table_the_kernel_file_exports_matches_the_binding(name, tmp_path):
+    """What the CUDA backend checks at load, read here from the compiled PTX."""
+    ptx = tmp_path / f"{name}.ptx"
+    command = build_command(find_nvcc(), CUDA_SRC / f"{name}.cu", ptx, (9, 0))
+    command[command.index("-cubin")] = "-ptx"
+    if name == "tag":
+        command[1:1] = list(tag.KERNEL_BINDING.flags_for("tag_run_full"))
+    subprocess.run(command, check=True, capture_output=True)
+    found = re.search(rf"{name}_consts_layout\[\d+\] = \{{([^}}]*)\}}", ptx.read_text())
+    table = bytes(int(v) for v in found.group(1).split(","))
+    check_consts_layout(name, GAMES[name].KERNEL_BINDING, table)
+
+
+def test_a_mismatch_fails_with_both_field_lists():
+    layout = tag.KERNEL_BINDING.expected_layout()
+    assert len(layout.split(";")) == 27 and layout.startswith("int num_agents;")
+    exported = layout.replace("float two_pi;float half_pi;", "float half_pi;float two_pi;")
+    with pytest.raises(RuntimeError, match=r"differ at field 17: the kernel file declares "
+                                           r"'float half_pi', the binding packs "
+                                           r"'float two_pi'") as caught:
+        check_consts_layout("tag", tag.KERNEL_BINDING, exported.encode() + b"\0")
+    assert "cuda_src/tag.cu (26 fields)" in str(caught.value)
+
+
+def test_layout_facts_come_from_the_kernel_sources():
+    assert tag.NUM_FEATURES == int_constant("tag.cu", "kTagFeatures") == 7
+    assert int_constant("tag.cu", "kTagDiffFeatures") == len(tag._features(
+        tag.TagParams(), tag.reset(tag.TagParams(), _uniforms(tag.TagParams()))))
+    params = tag.TagParams(use_full_observation=False, num_other_agents_observed=3)
+    assert params.obs_dim == 7 * 3 + 2
+    phases = enum_values("common/games.cuh", "GvGamePhase")
+    assert list(phases.values()) == list(range(10)) and phases["kObserveOnly"] == 9
+    with pytest.raises(LookupError, match="no integer constant"):
+        int_constant("tag.cu", "kNoSuchThing")
+
+
+def _uniforms(params):
+    import torch
+
+    return torch.rand((2, params.num_agents, tag.DEFINITION.reset_draws_per_agent))
+
+
+def test_the_generic_layer_takes_roles_and_draws_from_the_definition():
+    base = tag_grid.DEFINITION
+    params = base.make_params(num_taggers=2)
+    assert base.role_ids(params) == [0, 0, 1]
+    assert base.agent_names(params) == ["tagger_0", "tagger_1", "runner_0"]
+    fields = {f: getattr(base, f) for f in MultiAgentDefinition.__dataclass_fields__}
+    runners_first = MultiAgentDefinition(**{**fields, "role_names": ("runner", "tagger")})
+    assert runners_first.role_ids(params) == [1, 1, 0]
+    unnamed = MultiAgentDefinition(**{**fields, "role_names": None})  # order of appearance
+    assert unnamed.role_ids(params) == [0, 0, 1]
+    with pytest.raises(ValueError, match="reset_draws_per_agent"):
+        MultiAgentDefinition(**{**fields, "reset_draws_per_agent": 5})

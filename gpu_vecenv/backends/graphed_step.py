@@ -81,4 +81,8 @@ class GraphedStep:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self._step(self._action, self._out)
+        # The capture's own stream may still hold work queued when it began (torch 2.11
+        # writes registered generators' states there); the replays run on the current
+        # stream, so wait for it once.
+        torch.cuda.synchronize(self._device)
         self._graph = graph

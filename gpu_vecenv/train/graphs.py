@@ -158,5 +158,10 @@ class GraphedLoop:
         update = self._new_graph()
         with torch.cuda.graph(update, stream=self.stream):
             metrics = self._update()
+        # Starting a capture queues writes of the registered generators' seed and offset on
+        # the capture stream (torch 2.11); the first replay, on the current stream, writes
+        # the real offset into the same tensors. Wait for the former so it cannot land after
+        # the latter (draws would differ, more likely on a busy GPU).
+        torch.cuda.synchronize(self.device)
         self._metrics = metrics
         self._rollout, self._update_graph = rollout, update

@@ -124,8 +124,9 @@ class CapturedRollout:
             update parameters in place), and Python state it reads (``module.training``,
             plain-number hyperparameters) keeps its value of that time.
         num_steps: ``T``, steps per call (>= 1).
-        generators: CUDA ``torch.Generator`` objects the policy draws from besides torch's
-            default one (which is always included); replays advance them as eager draws do.
+        generators: ``torch.Generator`` objects on the env's device that the policy draws
+            from besides torch's default one (which is always included); replays advance
+            them as eager draws do.
         warmup_calls: eager calls before the capture (>= 1).
         capture: ``False`` runs every call eagerly (same storage, same results): to debug
             a policy, or to compare.
@@ -171,9 +172,10 @@ class CapturedRollout:
             if problems:
                 raise ValueError("this env's steps cannot be captured: " + "; ".join(problems))
         for generator in self._generators:
-            if not isinstance(generator, torch.Generator) or generator.device.type != "cuda":
-                raise TypeError(f"generators must be CUDA torch.Generator objects, got "
-                                f"{generator!r}")
+            if not isinstance(generator, torch.Generator) or \
+                    generator.device.type != self.device.type:
+                raise TypeError(f"generators must be torch.Generator objects on "
+                                f"{self.device.type}, the env's device, got {generator!r}")
         self.trajectory = Trajectory.allocate(
             num_steps, env.num_envs, env.obs_dim, env.actions.shape[1:], env.actions.dtype,
             self.device, with_final_obs=env.autoreset_mode == AutoresetMode.SAME_STEP,

@@ -84,9 +84,10 @@ def _eager_reference(env, policy, obs, steps):
     final_obs, active) per step, cloned, and the last obs."""
     rows = []
     for _ in range(steps):
+        seen = obs.clone()  # with copy=False the step overwrites obs
         action = policy(obs)
         next_obs, reward, terminated, truncated, info = env.step(action)
-        rows.append([obs.clone(), action.clone(), reward.clone(), terminated.clone(),
+        rows.append([seen, action.clone(), reward.clone(), terminated.clone(),
                      truncated.clone(), info.get("final_obs"), info.get("active")])
         rows[-1][5:] = [None if x is None else x.clone() for x in rows[-1][5:]]
         obs = next_obs
@@ -146,7 +147,7 @@ def test_equals_the_eager_loop(env_id, mode):
 
 def test_equals_the_eager_loop_for_tag_slots():
     def make():
-        return TagVectorEnv(3, device="cpu", num_runners=3, tagging_distance=0.2,
+        return TagVectorEnv(3, device="cpu", copy=False, num_runners=3, tagging_distance=0.2,
                             episode_length=5, autoreset_mode=AutoresetMode.SAME_STEP)
 
     trajectories = _compare_with_eager_loop(make)

@@ -25,6 +25,7 @@ from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.captured_rollout import WARMUP_CALLS
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL
 from gpu_vecenv.envs.tag import TagVectorEnv
+from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 from gpu_vecenv.registration import make_vec
 from tests.runtime.test_captured_rollout import _assert_trajectory_equals, _eager_reference
 
@@ -191,6 +192,16 @@ def test_tag_slots(backend, mode, games):
     trajectories = assert_rollout_equals_eager_loop(make, random_policy)
     assert trajectories[0].active.shape == (STEPS, games * 43)
     assert any(bool(t.truncated.any()) for t in trajectories)  # games timed out in the graph
+
+
+@pytest.mark.parametrize("backend", ["cuda", "torch"])
+def test_tag_grid_slots(backend):
+    def make():
+        return TagGridVectorEnv(50, device="cuda", backend=backend, copy=False,
+                                autoreset_mode=AutoresetMode.SAME_STEP, episode_length=5)
+
+    trajectories = assert_rollout_equals_eager_loop(make, random_policy)
+    assert any(bool(t.truncated.any() or t.terminated.any()) for t in trajectories)
 
 
 def test_invalid_actions_in_a_replay_are_reported_after_it():

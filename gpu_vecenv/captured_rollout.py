@@ -135,7 +135,7 @@ class CapturedRollout:
     or the last call's ``trajectory.next_obs``) runs ``T`` steps and returns the
     :class:`~gpu_vecenv.trajectory.Trajectory` (the same object every call, overwritten).
     The env's state carries on: step it, reset it or call again, passing the observation
-    it last returned. On a CUDA device a call never waits for the GPU.
+    it last returned. A replayed call never waits for the GPU.
 
     Raises (at construction): ``TypeError`` for an env that is no gpu_vecenv env or a
     policy that is not callable; ``ValueError`` for a bad ``num_steps`` or

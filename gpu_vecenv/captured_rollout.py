@@ -16,8 +16,11 @@ How the capture stays equal to the eager loop:
   draws from the generator's current offset and then advances it as the eager ops would
   (``CUDAGeneratorState::replay_prologue`` in ``aten/src/ATen/cuda/CUDAGeneratorImpl.cpp``);
   generators of the user's own go in ``generators=``;
-- warm-up: :data:`WARMUP_CALLS` eager calls on the stream the capture uses, so lazy
-  initialisation (cuBLAS handles, the policy's first-call work) happens outside the graph;
+- warm-up: :data:`WARMUP_CALLS` eager calls, so lazy initialisation (the policy's
+  first-call work, cuBLAS handles, ``torch.compile``) happens outside the graph;
+- streams: every call, eager or replayed, runs on the caller's current stream, in order
+  with the caller's own work; only the capture runs on a side stream, between two device
+  synchronizations (see :meth:`CapturedRollout._capture`);
 - invalid actions: the env counts them on the device as in any step; the count reaches the
   host asynchronously (:class:`~gpu_vecenv.deferred_errors.DeferredErrors`), so a later
   call raises, and :meth:`CapturedRollout.check_errors` raises at once.
@@ -27,7 +30,8 @@ What cannot be captured (the capture raises, naming the cause): host-side polici
 argument checks), shapes that depend on values (``nonzero``, boolean-mask indexing), a
 ``torch.Generator`` not passed in ``generators=``; envs with ``strict=True`` (a host check of
 every action), ``torch_graphs=True`` or ``torch_compile=True`` (the torch backend's own graph
-or compiled step), ``render_mode="human"``, Gymnasium wrappers (Python in every step).
+or compiled step), ``render_mode="human"``, Gymnasium wrappers (Python in every step), and
+the Tag envs on the torch backend (their reference copies tables from the host every step).
 On devices other than CUDA every call runs the eager loop: same storage, same results.
 """
 
@@ -52,6 +56,13 @@ WARMUP_CALLS = 2
 """Eager calls before the capture (at least one: it runs ``env.step()``'s checks)."""
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
+
+HOST_COPYING_REFERENCES = ("tag", "tag_grid")
+"""Multi-agent envs (definition names) whose torch reference copies a table from the host
+to the device in every step (``torch.as_tensor(params.acceleration_table, device=...)`` in
+envs/tag.py, ``torch.tensor(MOVES, device=...)`` in envs/tag_grid.py). A capture refuses
+such a copy from pageable memory, and a replay would re-read a host buffer freed long
+since, so these envs are captured on their CUDA kernels only."""
 
 _CAPTURE_FAILED = (
     "capturing the roll-out into a CUDA graph failed: the policy (or something it calls) did "
@@ -82,6 +93,12 @@ def capture_problems(env: GpuVectorEnv | MultiAgentVectorEnv) -> list[str]:
                         "roll-out already removes the per-op launch cost)")
     if env.render_mode == "human":
         problems.append("render_mode='human' draws a window after every step on the host")
+    if isinstance(env, MultiAgentVectorEnv) and env.backend_name == "torch" and \
+            env.definition.name in HOST_COPYING_REFERENCES:
+        problems.append(f"the torch reference of {env.definition.name!r} copies tables from "
+                        f"the host in every step (a host-to-device copy, which a CUDA graph "
+                        f"cannot hold); make the env with backend='cuda' (its kernels), or "
+                        f"pass capture=False")
     return problems
 
 
@@ -183,7 +200,6 @@ class CapturedRollout:
         self._rows = self.trajectory.observation_rows()
         self._calls = 0
         self._graph: torch.cuda.CUDAGraph | None = None
-        self._stream = torch.cuda.Stream(self.device) if self.eager_reason is None else None
         self._errors = (DeferredErrors(env.buffers.error_count, asynchronous=True)
                         if self.eager_reason is None else None)
 
@@ -211,10 +227,8 @@ class CapturedRollout:
         if self._graph is not None:
             self._graph.replay()
             self._count_steps_for_error_copies()
-        elif self._stream is None:
-            self._steps(captured=False)
         else:
-            self._on_capture_stream(lambda: self._steps(captured=False))
+            self._steps(captured=False)
         self._calls += 1
         return self.trajectory
 
@@ -296,28 +310,42 @@ class CapturedRollout:
 
     # -- the graph --
 
-    def _on_capture_stream(self, run: Callable[[], None]) -> None:
-        """``run()`` eagerly on the stream the capture uses (torch's advice: lazily made
-        state such as cuBLAS workspaces is per stream), ordered with the current stream."""
-        current = torch.cuda.current_stream(self.device)
-        self._stream.wait_stream(current)
-        with torch.cuda.stream(self._stream):
-            run()
-        current.wait_stream(self._stream)
-
     def _capture(self) -> None:
+        """Capture :meth:`_steps` into the graph that every later call replays.
+
+        Why no stream race is possible: the roll-out's work runs on the caller's current
+        stream (the warm-up calls, every replay, the copy of a start observation), in the
+        order the host issues it, so no tensor is used on two streams by our code. Only the
+        capture needs a side stream of its own (CUDA cannot capture the legacy default
+        stream), and it is fenced by device-wide synchronizations:
+
+        - before: nothing queued is still running when capturing starts (torch.cuda.graph
+          synchronizes on entry too; this one keeps the argument independent of that);
+        - after: torch's capture_begin queues real, eager kernels on the capture stream:
+          it writes the seed and offset of every registered generator's in-graph RNG state
+          (``capture_prologue`` in torch 2.11's ``CUDAGeneratorImpl.cpp``: offset 0),
+          while the first replay, on the caller's stream, writes the generator's current
+          offset there and launches the graph. Unordered, the capture stream's write of 0
+          could land between the two, and that replay would draw the numbers of offset 0
+          (seen under GPU contention: a few captured calls differed from the eager loop).
+          After this synchronization the capture stream holds no work and is never used
+          again.
+        """
         graph = torch.cuda.CUDAGraph()
         for generator in self._generators:
             graph.register_generator_state(generator)
         # A graph freed while another is being captured invalidates the capture: collect
         # unreachable ones now (torch.cuda.graph no longer does by default).
         gc.collect()
+        torch.cuda.synchronize(self.device)
         try:
-            with torch.cuda.device(self.device), torch.cuda.graph(graph, stream=self._stream):
+            with torch.cuda.device(self.device), \
+                    torch.cuda.graph(graph, stream=torch.cuda.Stream(self.device)):
                 self._steps(captured=True)
         except RuntimeError as exc:
             lines = str(exc).strip().splitlines() or [type(exc).__name__]
             raise RuntimeError(_CAPTURE_FAILED.format(error=lines[0])) from exc
+        torch.cuda.synchronize(self.device)
         self._graph = graph
 
     # -- invalid actions --

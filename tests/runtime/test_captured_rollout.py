@@ -20,6 +20,7 @@ from gpu_vecenv import make_vec
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.captured_rollout import CapturedRollout, capture_problems
 from gpu_vecenv.envs.tag import TagVectorEnv
+from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 from gpu_vecenv.trajectory import OBS_ROW_ALIGNMENT, Trajectory
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime.counting_env import COUNTING
@@ -265,3 +266,8 @@ def test_capture_problems_name_every_setting_a_graph_cannot_hold():
     kernels = SimpleNamespace(strict=False, backend_name="cuda", render_mode=None,
                               torch_graphs=True, torch_compile=True)  # ignored by kernels
     assert capture_problems(kernels) == []
+    # the Tag references copy tables from the host in every step (their kernels do not)
+    for make in (TagVectorEnv, TagGridVectorEnv):
+        problems = capture_problems(make(1, device="cpu", backend="torch", strict=False))
+        assert len(problems) == 1 and "copies tables from the host in every step" in \
+            problems[0] and "backend='cuda'" in problems[0]

@@ -6,6 +6,7 @@ when used. The public API::
     gpu_vecenv.make_vec("GPUCartPole-v1", num_envs=4096, device="cuda")
     gpu_vecenv.list_envs()
     gpu_vecenv.register("MyEnv-v0", MY_DEFINITION)    # then make it, train it, by id
+    gpu_vecenv.capture_rollout(env, policy, num_steps=128)  # T steps as one CUDA graph
 
 and, after ``pip install``, plain ``gymnasium.make_vec("GPUCartPole-v1", num_envs=4096)``.
 """
@@ -17,8 +18,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "GpuVectorEnv", "InvalidActionError", "list_envs", "make_vec", "parallel_env", "register",
-    "__version__",
+    "CapturedRollout", "GpuVectorEnv", "InvalidActionError", "Trajectory", "capture_rollout",
+    "list_envs", "make_vec", "parallel_env", "register", "__version__",
 ]
 
 
@@ -36,6 +37,15 @@ def list_envs() -> list[str]:
     return list_ids()
 
 
+def capture_rollout(env: Any, policy: Any, num_steps: int, **kwargs: Any):
+    """``num_steps`` steps of ``env`` and a torch ``policy`` per call, replayed as one CUDA
+    graph after a short eager warm-up, filling a preallocated trajectory with the eager
+    loop's results; see :mod:`gpu_vecenv.captured_rollout` and docs/capture.md."""
+    from gpu_vecenv.captured_rollout import capture_rollout as _capture_rollout
+
+    return _capture_rollout(env, policy, num_steps, **kwargs)
+
+
 def __getattr__(name: str):
     if name == "register":  # gymnasium is imported only when this is used
         from gpu_vecenv.register_env import register
@@ -49,6 +59,14 @@ def __getattr__(name: str):
         from gpu_vecenv.actions import InvalidActionError
 
         return InvalidActionError
+    if name == "CapturedRollout":
+        from gpu_vecenv.captured_rollout import CapturedRollout
+
+        return CapturedRollout
+    if name == "Trajectory":
+        from gpu_vecenv.trajectory import Trajectory
+
+        return Trajectory
     raise AttributeError(f"module 'gpu_vecenv' has no attribute {name!r}")
 
 

@@ -1,0 +1,227 @@
+"""Captured random-policy roll-outs: CartPole env-steps/s through ``gpu_vecenv.capture_rollout``,
+and with ``--vs gymnax`` gymnax's ``jit(lax.scan(vmap(step)))`` in the same process.
+
+Ours, per env count N: ``GPUCartPole-v1`` (CUDA kernels, NEXT_STEP autoreset), a policy of
+one ``torch.randint`` per step, ``--num-steps`` T steps per call filling the trajectory
+storage (obs, actions, rewards, terminated, truncated); the warm-up calls and the capture
+are not timed. Gymnax, per N: the same T steps as one jitted ``lax.scan`` over the vmapped
+``env.step``, random actions drawn inside the scan (``jax.random.randint``, a key split per
+env and step, as PureJaxRL does); two variants: ``gymnax-scan`` keeps only the carry (the
+issue's baseline) and ``gymnax-scan-trajectory`` also returns the stacked (obs, action,
+reward, terminated, truncated), the data our storage holds. Each point: calls chained
+(each starts where the last ended) for about ``--seconds`` per repeat, wall clock from a
+synchronized start to a synchronized end, median of ``--repeats``; env-steps/s = N * T *
+calls / time. ``--eager`` adds our roll-out with ``capture=False`` (the eager loop).
+
+    python scripts/bench_capture.py [--vs gymnax] [--sizes 1,16,1024,16384,1048576]
+        [--num-steps 128] [--repeats 5] [--json bench_capture.json]
+
+On the GPU machine, with gymnax from the device kit's peers (about a minute):
+
+    source .device-kit/setup.sh && source .device-kit/peers/setup.sh
+    PYTHONPATH=$PEERS_PATH python3 scripts/bench_capture.py --vs gymnax --json out.json
+
+Target (issue 16): ours >= 2x gymnax's scan at every N from 16 to 16,384, >= 1.5x at N = 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import gpu_vecenv
+from gpu_vecenv.bench import machine_info
+from gpu_vecenv.captured_rollout import WARMUP_CALLS
+
+SIZES = (1, 16, 1024, 16_384, 1_048_576)
+TARGETS = {1: 1.5}
+"""Issue 16's target ratio (ours / gymnax) where it is not 2x."""
+
+
+def time_calls(run: Callable[[], None], sync: Callable[[], None], calls: int
+               ) -> tuple[float, float]:
+    """``(wall seconds, host seconds)`` of ``calls`` calls of ``run``: from a synchronized
+    start to a synchronized end, and until the last call returned (queued, on a GPU)."""
+    sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        run()
+    queued = time.perf_counter()
+    sync()
+    return time.perf_counter() - start, queued - start
+
+
+def measure(run: Callable[[], None], sync: Callable[[], None], args) -> dict[str, Any]:
+    """Median over ``args.repeats`` timed runs of as many calls as fill ``args.seconds``."""
+    probe, _ = time_calls(run, sync, 3)
+    calls = int(min(max(args.seconds / (probe / 3), 3), 100_000))
+    runs = [time_calls(run, sync, calls) for _ in range(args.repeats)]
+    walls = [wall for wall, _ in runs]
+    seconds = statistics.median(walls) / calls
+    return {"calls_per_repeat": calls, "repeats": args.repeats,
+            "seconds_per_call": seconds,
+            "host_seconds_per_call": statistics.median(host for _, host in runs) / calls,
+            "spread": (max(walls) - min(walls)) / statistics.median(walls)}
+
+
+def bench_ours(n: int, args, device: torch.device, capture: bool = True) -> dict[str, Any]:
+    """Our captured (or, with ``capture=False``, eager) random-policy roll-out."""
+    env = gpu_vecenv.make_vec("GPUCartPole-v1", n, device=device, backend=args.backend,
+                              copy=False, autoreset_mode=args.autoreset_mode)
+    rollout = gpu_vecenv.capture_rollout(
+        env, lambda obs: torch.randint(0, 2, (n,), device=device), args.num_steps,
+        capture=capture)
+    obs, _ = env.reset(seed=0)
+    for _ in range(WARMUP_CALLS + 2):  # the eager warm-up, the capture, a replay
+        obs = rollout(obs).next_obs
+    next_obs = rollout.trajectory.next_obs  # each call starts where the last one ended
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    record = measure(lambda: rollout(next_obs), sync, args)
+    rollout.check_errors()
+    name = "gpu_vecenv-captured" if rollout.captured else "gpu_vecenv-eager"
+    record.update(name=name, num_envs=n, backend=env.backend_name, captured=rollout.captured)
+    return record
+
+
+def free_gpu_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def gymnax_problem() -> str | None:
+    """Why gymnax cannot be timed here (None: it can)."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with torch
+    try:
+        import gymnax  # noqa: F401
+        import jax
+    except ImportError as exc:
+        return f"jax and gymnax must import ({exc})"
+    if jax.devices()[0].platform != "gpu":
+        print(f"note: jax runs on {jax.devices()[0].platform}, not a GPU", flush=True)
+    return None
+
+
+def bench_gymnax(n: int, args, trajectory: bool) -> dict[str, Any]:
+    """gymnax's CartPole-v1: ``num_steps`` vmapped steps of ``n`` envs as one jitted scan."""
+    import gymnax
+    import jax
+
+    env, params = gymnax.make("CartPole-v1")
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+
+    def body(carry, _):
+        key, state = carry
+        key, key_action, key_step = jax.random.split(key, 3)
+        action = jax.random.randint(key_action, (n,), 0, 2)
+        result = step(jax.random.split(key_step, n), state, action, params)
+        obs, state, reward = result[:3]
+        flags = result[3:-1]  # (terminated, truncated) since gymnax 1.0, (done,) before
+        return (key, state), ((obs, action, reward, *flags) if trajectory else None)
+
+    @jax.jit
+    def rollout(key, state):
+        carry, outputs = jax.lax.scan(body, (key, state), None, length=args.num_steps)
+        return carry, outputs
+
+    key = jax.random.PRNGKey(0)
+    key, reset_key = jax.random.split(key)
+    _, state = reset(jax.random.split(reset_key, n), params)
+    carry = (key, state)
+    for _ in range(2):  # compile, then one call as timed
+        carry, _ = rollout(*carry)
+    jax.block_until_ready(carry)
+
+    def run():
+        nonlocal carry
+        carry, _ = rollout(*carry)
+
+    record = measure(run, lambda: jax.block_until_ready(carry), args)
+    record.update(name="gymnax-scan-trajectory" if trajectory else "gymnax-scan", num_envs=n,
+                  backend=f"jax {jax.__version__} on {jax.devices()[0].platform}",
+                  gymnax=getattr(gymnax, "__version__", "?"))
+    return record
+
+
+def _rate(value: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=lambda s: [int(float(x)) for x in s.split(",")],
+                        default=list(SIZES), help="comma-separated env counts "
+                        "(default 1,16,1024,16384,1048576)")
+    parser.add_argument("--num-steps", type=int, default=128, help="T, steps per call")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per point (median)")
+    parser.add_argument("--seconds", type=float, default=0.2, help="length of a timed run")
+    parser.add_argument("--device", default=None, help="torch device (default: cuda if any)")
+    parser.add_argument("--backend", default="auto", choices=["auto", "cuda", "torch"])
+    parser.add_argument("--autoreset-mode", default="next_step")
+    parser.add_argument("--vs", choices=["gymnax"], default=None,
+                        help="also time gymnax's scan (where jax and gymnax import)")
+    parser.add_argument("--eager", action="store_true",
+                        help="also time our roll-out with capture=False")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write results as JSON")
+    args = parser.parse_args()
+    device = gpu_vecenv.devices.resolve_device(args.device)
+    skipped = None
+    if args.vs == "gymnax":
+        skipped = gymnax_problem()
+        if skipped:
+            print(f"gymnax not timed: {skipped}", flush=True)
+    print(f"CartPole, T = {args.num_steps} steps per call, on {device}", flush=True)
+    print(f"{'':24s} {'num_envs':>9s} {'env-steps/s':>12s} {'us/call':>10s} "
+          f"{'host us/call':>13s}", flush=True)
+    records, ratios = [], []
+    for n in args.sizes:
+        points = [bench_ours(n, args, device)]
+        if args.eager:
+            points.append(bench_ours(n, args, device, capture=False))
+        free_gpu_memory(device)  # the last size's storage and graph, before the next
+        if args.vs == "gymnax" and not skipped:
+            points += [bench_gymnax(n, args, trajectory=False),
+                       bench_gymnax(n, args, trajectory=True)]
+        for point in points:
+            point["env_steps_per_s"] = n * args.num_steps / point["seconds_per_call"]
+            print(f"{point['name']:24s} {n:>9d} {_rate(point['env_steps_per_s']):>12s} "
+                  f"{point['seconds_per_call'] * 1e6:>10.1f} "
+                  f"{point['host_seconds_per_call'] * 1e6:>13.1f}", flush=True)
+        records += points
+        ours = points[0]["env_steps_per_s"]
+        for peer in points[1:]:
+            if peer["name"].startswith("gymnax"):
+                target = TARGETS.get(n, 2.0)
+                ratio = ours / peer["env_steps_per_s"]
+                ratios.append({"num_envs": n, "vs": peer["name"], "ratio": ratio,
+                               "target": target, "met": ratio >= target})
+                print(f"{'':24s} {'':>9s} ours / {peer['name']}: {ratio:.2f}x "
+                      f"(target {target}x: {'met' if ratio >= target else 'NOT met'})",
+                      flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine_info(device), "settings": vars(args),
+                       "gymnax_skipped": skipped, "results": records, "ratios": ratios},
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

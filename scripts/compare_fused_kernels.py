@@ -8,6 +8,7 @@ order give the same results): the other commit's two files are taken with ``git 
 and driven through the same inputs. Exit status 1 if any output differs.
 
     python scripts/compare_fused_kernels.py c792bfe
+    python scripts/compare_fused_kernels.py .bench-before    # a checkout of that commit
 """
 
 from __future__ import annotations
@@ -38,8 +39,11 @@ def _old_files(commit: str, folder: Path):
     """The other commit's fused.py (as a module) and the path of its ppo_mlp.cu."""
     for path, name in (("cuda_src/ppo_mlp.cu", "ppo_mlp.cu"),
                        ("gpu_vecenv/train/fused.py", "fused_old.py")):
-        text = subprocess.run(["git", "show", f"{commit}:{path}"], check=True,
-                              capture_output=True, text=True).stdout
+        if Path(commit).is_dir():  # a checkout of it (e.g. a `git archive`), where no .git is
+            text = (Path(commit) / path).read_text()
+        else:
+            text = subprocess.run(["git", "show", f"{commit}:{path}"], check=True,
+                                  capture_output=True, text=True).stdout
         (folder / name).write_text(text)
     spec = importlib.util.spec_from_file_location("fused_old", folder / "fused_old.py")
     module = importlib.util.module_from_spec(spec)
@@ -114,7 +118,8 @@ def run(module, case, tile, source=None):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("commit", help="the commit to compare with (git show COMMIT:path)")
+    parser.add_argument("commit", help="the commit to compare with (git show COMMIT:path), "
+                        "or a folder holding its tree")
     args = parser.parse_args()
     different = 0
     with tempfile.TemporaryDirectory() as folder:

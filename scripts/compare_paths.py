@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Print the NVRTC path's benchmark figures against the nvcc + PyCUDA path's, point by
-point, from the JSON files scripts/gpu_nvrtc_bench.sh writes (same call, same GPU). Where
-a point was measured in several rounds (``*_r<k>.json``), each side's median is used.
+"""Print the "after" side's benchmark figures against the "before" side's, point by point,
+from the JSON files scripts/gpu_nvrtc_bench.sh (nvcc + PyCUDA against NVRTC) or
+scripts/gpu_refactor_bench.sh (an earlier commit against this tree) write, both sides in
+the same call on the same GPU. Where a point was measured in several rounds
+(``*_r<k>.json``), each side's median is used.
 
-    python scripts/compare_paths.py OUT_DIR
+    python scripts/compare_paths.py OUT_DIR [BEFORE_NAME AFTER_NAME]
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ def _points(out: Path, pattern: str, rows) -> dict[str, list[float]]:
     return points
 
 
+NAMES = ["nvcc+PyCUDA", "NVRTC"]
+
+
 def _table(title: str, before: dict, after: dict) -> list[float]:
-    print(f"\n{title}\n{'point':40s} {'nvcc+PyCUDA':>14s} {'NVRTC':>14s} {'ratio':>6s}  runs")
+    print(f"\n{title}\n{'point':40s} {NAMES[0]:>14s} {NAMES[1]:>14s} {'ratio':>6s}  runs")
     ratios = []
     for key in before:
         if key in after:
@@ -60,7 +65,7 @@ def main(out: Path) -> int:
     _table("PPO env-steps/s (scripts/bench_train.py)",
            _points(out, "bench_train_before*.json", _train_rows),
            _points(out, "bench_train_after*.json", _train_rows))
-    for side, name in (("before", "nvcc+PyCUDA"), ("after", "NVRTC")):
+    for side, name in zip(("before", "after"), NAMES, strict=True):
         for path in out.glob(f"bench_train_{side}*.json"):
             for r in json.loads(path.read_text())["results"]:
                 if r["mode"] == "time_to_475":
@@ -72,4 +77,6 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 3:
+        NAMES[:] = sys.argv[2:4]
     sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else ".")))

@@ -1,0 +1,48 @@
+#!/bin/bash
+# This tree against an earlier commit, same toolchain, one call on one GPU: what a change
+# that should not move any figure (a refactor) did to them.
+# - before: a `git archive` of the earlier commit in .bench-before/ (carried); after: this
+#   tree. Each side runs in its own editable install and kernel cache.
+# - GPU-bound points (CartPole/Pendulum at 1M-4M envs, Tag's large cases) and the PPO
+#   trainer once per side; host-bound points (1-16,384 envs, Tag's small cases) in ROUNDS
+#   alternating rounds (host timings on this VM drift by tens of percent between runs);
+#   then a side-by-side table of medians (scripts/compare_paths.py).
+#   git archive --prefix=.bench-before/ REV | tar x      # here, then carry .bench-before
+#   bash scripts/gpu_refactor_bench.sh OUT_DIR            # there (ROUNDS=2)
+out="$(realpath -m "${1:-gpu_refactor_bench}")"
+mkdir -p "$out"
+here="$PWD"
+use() {  # $1 = before | after
+  if [ "$1" = before ]; then tree=.bench-before; else tree=.; fi
+  python3 -m pip install -q --no-deps --no-build-isolation -e "$tree" || exit 1
+  export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_$1
+}
+run() { (cd "$tree" && "$@"); }
+classic() {  # side, sizes, suffix
+  run python3 -m gpu_vecenv.bench --env GPUCartPole-v1 GPUPendulum-v1 --backend cuda \
+    --sizes "$2" --repeats 3 --json "$out/bench_$1$3.json" > "$out/bench_$1$3.log" 2>&1 \
+    || echo "bench $1$3 failed"
+}
+tag() {  # side, cases, suffix
+  run python3 "$here/scripts/bench_tag.py" --case "$2" --json "$out/bench_tag_$1$3.json" \
+    > "$out/bench_tag_$1$3.log" 2>&1 || echo "bench_tag $1$3 failed"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
+for side in before after; do
+  use $side
+  echo "== $side"
+  classic $side 1048576,4194304 _large
+  tag $side "tag 2000x105,tag 200x1000,tag 1x16384" _large
+  run timeout 150 python3 scripts/bench_train.py "$out/bench_train_$side.json" --graphs true \
+    --modes throughput --iterations 100 > "$out/bench_train_$side.log" 2>&1 \
+    || echo "bench_train $side failed"
+done
+for round in $(seq "${ROUNDS:-2}"); do
+  for side in before after; do
+    use $side
+    classic $side 1,1024,16384 "_r$round"
+    tag $side "tag 1x5,tag 2000x5,grid 1x5,grid 2000x5" "_r$round"
+  done
+done
+use after
+python3 scripts/compare_paths.py "$out" before after

@@ -8,7 +8,7 @@
 #   alternating rounds (host timings on this VM drift by tens of percent between runs);
 #   then a side-by-side table of medians (scripts/compare_paths.py).
 #   git archive --prefix=.bench-before/ REV | tar x      # here, then carry .bench-before
-#   bash scripts/gpu_refactor_bench.sh OUT_DIR            # there (ROUNDS=2)
+#   bash scripts/gpu_refactor_bench.sh OUT_DIR            # there (ROUNDS=2, STAGES="large small")
 out="$(realpath -m "${1:-gpu_refactor_bench}")"
 mkdir -p "$out"
 here="$PWD"
@@ -28,7 +28,9 @@ tag() {  # side, cases, suffix
     > "$out/bench_tag_$1$3.log" 2>&1 || echo "bench_tag $1$3 failed"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
+stages="${STAGES:-large small}"
 for side in before after; do
+  [[ $stages == *large* ]] || break
   use $side
   echo "== $side"
   classic $side 1048576,4194304 _large
@@ -38,6 +40,7 @@ for side in before after; do
     || echo "bench_train $side failed"
 done
 for round in $(seq "${ROUNDS:-2}"); do
+  [[ $stages == *small* ]] || break
   for side in before after; do
     use $side
     classic $side 1,1024,16384 "_r$round"
@@ -46,3 +49,4 @@ for round in $(seq "${ROUNDS:-2}"); do
 done
 use after
 python3 scripts/compare_paths.py "$out" before after
+tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"  # every JSON, as one file

@@ -42,8 +42,8 @@ class TagParallelEnv(ParallelEnv):
 
     def __init__(self, env_id: str = "GPUTag-v0", render_mode: str | None = None,
                  device: str = "cpu", backend: str = "torch", **params: Any):
+        from gpu_vecenv.entry_points import make_vec
         from gpu_vecenv.multi_agent import MultiAgentVectorEnv
-        from gpu_vecenv.registration import make_vec
 
         self._vec = make_vec(env_id, 1, device=device, backend=backend, strict=True,
                              autoreset_mode=AutoresetMode.DISABLED, render_mode=render_mode,

@@ -25,14 +25,14 @@ __all__ = [
 
 def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any):
     """Make a vector env by id; see :class:`gpu_vecenv.vector_env.GpuVectorEnv` for kwargs."""
-    from gpu_vecenv.registration import make_vec as _make_vec
+    from gpu_vecenv.entry_points import make_vec as _make_vec
 
     return _make_vec(env_id, num_envs, **kwargs)
 
 
 def list_envs() -> list[str]:
     """The registered env ids."""
-    from gpu_vecenv.registry import list_ids
+    from gpu_vecenv.env_ids import list_ids
 
     return list_ids()
 

@@ -15,7 +15,7 @@ import warnings
 
 def _register_quietly() -> None:
     try:
-        from gpu_vecenv.registration import register_envs
+        from gpu_vecenv.entry_points import register_envs
 
         register_envs()
     except Exception as exc:  # never break `import gymnasium` for the user

@@ -137,7 +137,7 @@ def bench_point(env_id: str, backend: str, n: int, device, args) -> dict[str, An
     """Time one (env, backend, num_envs) point."""
     import torch
 
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -215,7 +215,7 @@ def profile_steps(env_id: str, backend: str, device, steps: int) -> str:
     import io
     import pstats
 
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     env = make_vec(env_id, 1, device=device, backend=backend, copy=False)
     env.reset(seed=0)
@@ -299,7 +299,7 @@ def main(args: argparse.Namespace) -> int:
 
     from gpu_vecenv.backends import cuda_backend_problem
     from gpu_vecenv.devices import resolve_device
-    from gpu_vecenv.registry import ENVS, get_entry
+    from gpu_vecenv.env_ids import ENVS, get_entry
 
     device = resolve_device(args.device or None)
     env_ids = [e for e in ENVS if "Tag" not in e] if args.env == ["all"] else args.env

@@ -119,7 +119,7 @@ def check_env(
     """
     report = CheckReport()
     if isinstance(env_or_definition, str):
-        from gpu_vecenv.registry import get_entry, load_definition
+        from gpu_vecenv.env_ids import get_entry, load_definition
 
         definition = load_definition(env_or_definition)
         if not isinstance(definition, EnvDefinition):

@@ -35,8 +35,8 @@ _SUBCOMMANDS = {
 
 
 def _list_main(args: argparse.Namespace) -> int:
-    from gpu_vecenv.registration import make_vec
-    from gpu_vecenv.registry import ENVS
+    from gpu_vecenv.entry_points import make_vec
+    from gpu_vecenv.env_ids import ENVS
 
     for entry in ENVS.values():
         env = make_vec(entry.id, 1, device="cpu", backend="torch")
@@ -99,7 +99,7 @@ def _version() -> str:
 def _rollout_main(args: argparse.Namespace) -> int:
     import torch
 
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     env = make_vec(args.env, args.num_envs, device=args.device, backend=args.backend,
                    copy=False)

@@ -37,8 +37,8 @@ def env_jobs() -> list[Job]:
     """Every env kernel file of the package; a file whose game binding builds one kernel at
     a time (``tag.cu``) kernel by kernel, as its backend builds it."""
     from gpu_vecenv.backends.compiler import CUDA_SRC
+    from gpu_vecenv.env_ids import list_ids, load_definition
     from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding
-    from gpu_vecenv.registry import list_ids, load_definition
 
     by_kernel: dict[str, GameKernelBinding] = {}
     for env_id in list_ids():
@@ -60,7 +60,7 @@ def env_jobs() -> list[Job]:
 def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
     """``ppo_mlp.cu`` for each network of the shipped PPO configs that fits on a GPU of
     ``capability`` (sized as the trainer sizes it), and notes on those skipped."""
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
     from gpu_vecenv.train.config import PPOConfig
     from gpu_vecenv.train.config_loading import load_config
     from gpu_vecenv.train.distributions import ActionSpec

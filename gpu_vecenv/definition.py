@@ -57,7 +57,7 @@ class EnvDefinition:
     observe: Callable[[Any, State], torch.Tensor]
     max_episode_steps: int | None
     """Gymnasium's time limit for the registered id (``None``: no limit); the registry
-    reads a shipped env's from here (:func:`gpu_vecenv.registry.declared_time_limit`)."""
+    reads a shipped env's from here (:func:`gpu_vecenv.env_ids.declared_time_limit`)."""
     render_frame: Callable[[Any, dict[str, float]], Any] | None = None
     """Optional ``(params, one env's state as floats) -> (H, W, 3) uint8 array``."""
     kernel_binding: Any | None = None

@@ -12,8 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from gpu_vecenv.registration import is_single_agent, register_with_gymnasium
-from gpu_vecenv.registry import ENVS, EnvEntry
+from gpu_vecenv.entry_points import is_single_agent, register_with_gymnasium
+from gpu_vecenv.env_ids import ENVS, EnvEntry
 
 _FROM_DEFINITION: Any = object()
 
@@ -61,7 +61,7 @@ def register(
         summary: one line for ``gpu-vecenv list -v``.
 
     Returns:
-        The new :class:`~gpu_vecenv.registry.EnvEntry`.
+        The new :class:`~gpu_vecenv.env_ids.EnvEntry`.
 
     Raises:
         RegistrationError: a malformed id, or one already taken (by another definition

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.definition import EnvDefinition
-from gpu_vecenv.registry import load_definition
+from gpu_vecenv.env_ids import load_definition
 
 
 class SingleEnvView(gym.Env):
@@ -36,7 +36,7 @@ class SingleEnvView(gym.Env):
 
         definition = load_definition(env_id)
         if not isinstance(definition, EnvDefinition):
-            from gpu_vecenv.registration import multi_agent_message
+            from gpu_vecenv.entry_points import multi_agent_message
 
             raise TypeError(multi_agent_message(env_id))
         self._vec = GpuVectorEnv(

@@ -28,7 +28,7 @@ import time
 import torch
 
 from gpu_vecenv.backends.launch import current_raw_stream
-from gpu_vecenv.registration import make_vec
+from gpu_vecenv.entry_points import make_vec
 
 
 def per_call_us(fn, count: int) -> float:

@@ -28,7 +28,7 @@ import torch
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # for tests.runtime
 
 import gpu_vecenv  # noqa: E402
-from gpu_vecenv.registration import make_vec  # noqa: E402
+from gpu_vecenv.entry_points import make_vec  # noqa: E402
 
 ENV_IDS = {"cartpole": "GPUCartPole-v1", "pendulum": "GPUPendulum-v1"}
 

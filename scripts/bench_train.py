@@ -58,7 +58,7 @@ def process_start_time() -> float:
 
 def _agents(args: argparse.Namespace) -> int:
     """Vector slots per env (agents per game for a multi-agent env)."""
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     env = make_vec(args.env, 1, device="cpu", backend="torch", **json.loads(args.env_kwargs))
     agents = env.num_envs

@@ -28,7 +28,7 @@ def drive() -> None:
     from gymnasium.vector import AutoresetMode
 
     from gpu_vecenv.actions import InvalidActionError
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     for env_id in CLASSIC_IDS:

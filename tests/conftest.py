@@ -49,13 +49,13 @@ def pytest_terminal_summary(terminalreporter):
 
 def _forget_custom_env_ids() -> None:
     """Drop every id registered since start-up, from our table and from Gymnasium's."""
-    from gpu_vecenv.registry import ENVS, SHIPPED_IDS
+    from gpu_vecenv.env_ids import ENVS, SHIPPED_IDS
 
     gymnasium = sys.modules.get("gymnasium")
     for env_id in [i for i in ENVS if i not in SHIPPED_IDS]:
         del ENVS[env_id]
         spec = gymnasium.registry.get(env_id) if gymnasium is not None else None
-        if spec is not None and str(spec.entry_point).startswith("gpu_vecenv.registration:"):
+        if spec is not None and str(spec.entry_point).startswith("gpu_vecenv.entry_points:"):
             del gymnasium.registry[env_id]
 
 

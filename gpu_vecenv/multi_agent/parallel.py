@@ -37,7 +37,7 @@ class BatchedParallelEnv(ParallelEnv):
     """
 
     def __init__(self, env_id: str, num_games: int = 1, **kwargs: Any):
-        from gpu_vecenv.registration import make_vec
+        from gpu_vecenv.entry_points import make_vec
 
         vec = make_vec(env_id, num_games, **kwargs)
         if not isinstance(vec, MultiAgentVectorEnv):

@@ -38,7 +38,7 @@ def record_episode(
     Returns:
         ``path`` as a :class:`~pathlib.Path`.
     """
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     check_gif_writer()
     env = make_vec(env_id, 1, autoreset_mode="NextStep", render_mode="rgb_array",

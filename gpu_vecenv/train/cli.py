@@ -98,7 +98,7 @@ def resolve_config(args: argparse.Namespace):
     elif args.config:
         raw = load_yaml(resolve_config_path(args.config))
     else:
-        from gpu_vecenv.registry import get_entry
+        from gpu_vecenv.env_ids import get_entry
 
         env_id = args.env or "GPUCartPole-v1"
         get_entry(env_id)

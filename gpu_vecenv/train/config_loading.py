@@ -195,7 +195,7 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
 
 def validate(config: Config) -> None:
     """Checks across fields, and that the env id exists (no env is built)."""
-    from gpu_vecenv.registry import get_entry
+    from gpu_vecenv.env_ids import get_entry
 
     t = config.trainer
     get_entry(t.env)

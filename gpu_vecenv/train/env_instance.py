@@ -27,7 +27,7 @@ def trainer_fields_of(env: Any, given: dict[str, Any]) -> dict[str, Any]:
         TypeError: a wrapped env, or ``given`` sets a field the env decides.
         ValueError: another autoreset mode, or a definition that is not registered.
     """
-    from gpu_vecenv.registration import make_kwargs_of
+    from gpu_vecenv.entry_points import make_kwargs_of
 
     if getattr(env, "unwrapped", env) is not env:
         raise TypeError(

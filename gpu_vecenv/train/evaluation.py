@@ -81,7 +81,7 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
     {"mean_return_per_agent", "mean_return_per_game"}}}`` (``mean_return`` is per slot
     for single-agent envs: the usual episode return).
     """
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     if not isinstance(models, dict):
         models = {g.name: g.learner.model for g in models}

@@ -66,7 +66,7 @@ def resolve_device(name: str) -> torch.device:
 def make_env(config: Config, device: torch.device, num_envs: int | None = None, **kwargs):
     """The training env (SAME_STEP autoreset so ``final_obs`` is available, reused
     output buffers). ``trainer.env`` is any registered id, ``"module:Env-v0"`` included."""
-    from gpu_vecenv.registration import make_vec
+    from gpu_vecenv.entry_points import make_vec
 
     t = config.trainer
     return make_vec(t.env, num_envs or t.num_envs, device=device, backend=t.backend,

@@ -17,7 +17,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector.utils import batch_space
 
 from gpu_vecenv import seeding
-from gpu_vecenv.registry import ENVS, declared_time_limit
+from gpu_vecenv.env_ids import ENVS, declared_time_limit
 from tests.envs.gymnasium_cases import CASES, set_gym_state
 
 NAMES = list(CASES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.registration import make_vec
+from gpu_vecenv.entry_points import make_vec
 
 CLASSIC_IDS = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
                "GPUMountainCarContinuous-v0", "GPUPendulum-v1"]

@@ -24,9 +24,9 @@ import gpu_vecenv
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.captured_rollout import WARMUP_CALLS
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL
+from gpu_vecenv.entry_points import make_vec
 from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
-from gpu_vecenv.registration import make_vec
 from tests.runtime.test_captured_rollout import _assert_trajectory_equals, _eager_reference
 
 from .classic import CLASSIC_IDS, MODES

@@ -10,7 +10,7 @@ from gymnasium.vector import AutoresetMode
 import gpu_vecenv
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.backends import resolve_backend
-from gpu_vecenv.registration import make_vec
+from gpu_vecenv.entry_points import make_vec
 
 from .classic import CLASSIC_IDS, make_pair, random_actions
 

@@ -9,8 +9,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.actions import InvalidActionError
+from gpu_vecenv.entry_points import make_vec
 from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.registration import make_vec
 
 from .classic import CLASSIC_IDS, random_actions
 

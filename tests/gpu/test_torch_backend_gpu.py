@@ -13,7 +13,7 @@ from torch._dynamo.utils import counters
 
 from gpu_vecenv.backends import compiled_step
 from gpu_vecenv.backends.torch_backend import TorchBackend
-from gpu_vecenv.registration import make_vec
+from gpu_vecenv.entry_points import make_vec
 from tests.runtime.frozen_torch_backend import FrozenTorchBackend
 from tests.runtime.test_fast_backend import ENVS, MODES, _pair, _run_pair
 

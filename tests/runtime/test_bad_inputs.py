@@ -9,7 +9,7 @@ import torch
 
 from gpu_vecenv import make_vec
 from gpu_vecenv.actions import InvalidActionError
-from gpu_vecenv.registry import UnknownEnvError
+from gpu_vecenv.env_ids import UnknownEnvError
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime.counting_env import BOX_COUNTING, COUNTING
 

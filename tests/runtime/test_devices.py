@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from gpu_vecenv.devices import resolve_device
+from gpu_vecenv.entry_points import make_vec
 from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.registration import make_vec
 
 
 @pytest.fixture

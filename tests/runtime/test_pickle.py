@@ -14,7 +14,7 @@ import torch
 
 import gpu_vecenv
 from gpu_vecenv.adapters.pettingzoo import TagParallelEnv
-from gpu_vecenv.registration import make_vec
+from gpu_vecenv.entry_points import make_vec
 
 
 def _assert_same_future(env, twin, steps: int) -> None:

@@ -15,10 +15,10 @@ import pytest
 
 import gpu_vecenv
 from gpu_vecenv.checks import check_env
+from gpu_vecenv.env_ids import ENVS, UnknownEnvError
 from gpu_vecenv.envs import tag_grid
 from gpu_vecenv.multi_agent import MultiAgentVectorEnv
 from gpu_vecenv.register_env import RegistrationError
-from gpu_vecenv.registry import ENVS, UnknownEnvError
 from tests.runtime.counting_env import BOX_COUNTING, COUNTING
 
 

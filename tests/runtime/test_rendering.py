@@ -15,8 +15,8 @@ import torch
 from gymnasium.error import DependencyNotInstalled
 
 from gpu_vecenv import rendering
+from gpu_vecenv.entry_points import make_vec
 from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.registration import make_vec
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime.counting_env import COUNTING
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gpu_vecenv.registry import ENVS
+from gpu_vecenv.env_ids import ENVS
 from gpu_vecenv.train import cli as train_cli
 from gpu_vecenv.train.config import SECTIONS, A2CConfig, Config, PPOConfig
 from gpu_vecenv.train.config_loading import (

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpu_vecenv.backends.cuda import binding_for
+from gpu_vecenv.env_ids import load_module
 from gpu_vecenv.kernel_binding import (
     KernelBinding,
     KernelLayoutError,
@@ -17,7 +18,6 @@ from gpu_vecenv.kernel_binding import (
     parse_layout,
     reciprocal,
 )
-from gpu_vecenv.registry import load_module
 
 from . import harness
 

@@ -5,7 +5,7 @@
 //                              the same gv_*_env functions the kernels call per thread, or
 //                              the env's Consts layout text (op 4)
 //
-// IN and OUT are flat binary files written and read by tests/cuda/harness.py.
+// IN and OUT are flat binary files written and read by tests/host_kernels/harness.py.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -19,7 +19,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.buffers import StepOutputs
-from gpu_vecenv.registry import load_module
+from gpu_vecenv.env_ids import load_module
 from gpu_vecenv.vector_env import GpuVectorEnv
 
 from . import harness

@@ -1,4 +1,4 @@
-"""Builds and drives tests/cuda/host_harness.cu: the kernels' math, run on the CPU.
+"""Builds and drives tests/host_kernels/host_harness.cu: the kernels' math, run on the CPU.
 
 The harness is compiled once per test session with the machine's nvcc (no GPU needed) and
 fed flat binary files; see the protocol at the top of host_harness.cu.

@@ -3,7 +3,7 @@ the table.
 
 ``register_envs()`` is what the ``gymnasium.envs`` entry point and the start-up hook
 call for the shipped ids; it only registers strings, so it costs nothing until an env is
-made. Gymnasium resolves ``"gpu_vecenv.registration:vector_GPUCartPole-v1"`` through this
+made. Gymnasium resolves ``"gpu_vecenv.entry_points:vector_GPUCartPole-v1"`` through this
 module's ``__getattr__`` into a maker bound to that id. A user's env joins the table
 through :func:`gpu_vecenv.register_env.register` (``gpu_vecenv.register``).
 
@@ -17,7 +17,7 @@ import dataclasses
 from functools import partial
 from typing import Any
 
-from gpu_vecenv.registry import ENVS, SHIPPED_IDS, EnvEntry, get_entry, load_definition
+from gpu_vecenv.env_ids import ENVS, SHIPPED_IDS, EnvEntry, get_entry, load_definition
 
 
 def register_envs() -> None:
@@ -38,8 +38,8 @@ def register_with_gymnasium(entry: EnvEntry) -> None:
     single_agent = entry.module is not None or is_single_agent(entry.definition)
     gym.register(
         id=entry.id,
-        entry_point=f"gpu_vecenv.registration:single_{entry.id}",
-        vector_entry_point=f"gpu_vecenv.registration:vector_{entry.id}",
+        entry_point=f"gpu_vecenv.entry_points:single_{entry.id}",
+        vector_entry_point=f"gpu_vecenv.entry_points:vector_{entry.id}",
         max_episode_steps=entry.max_episode_steps if single_agent else None,
         reward_threshold=entry.reward_threshold,
         kwargs=dict(entry.kwargs),
@@ -171,7 +171,7 @@ def __getattr__(name: str):
     for prefix, maker in (("vector_", make_vec), ("single_", make_single)):
         if name.startswith(prefix) and name[len(prefix):] in ENVS:
             return partial(maker, name[len(prefix):])
-    raise AttributeError(f"module 'gpu_vecenv.registration' has no attribute {name!r}")
+    raise AttributeError(f"module 'gpu_vecenv.entry_points' has no attribute {name!r}")
 
 
 __all__ = ["is_single_agent", "make_kwargs_of", "make_single", "make_vec", "make_vec_params",

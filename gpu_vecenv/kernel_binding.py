@@ -115,14 +115,21 @@ def _listing(fields: list[tuple[str, str]]) -> str:
 
 def check_layout(env_name: str, binding: KernelBinding, params: Any, c_text: str) -> None:
     """Compare the fields ``binding`` packs for ``params`` with the kernel file's layout
-    text ``c_text``.
+    text ``c_text``; see :func:`compare_layouts`."""
+    compare_layouts(env_name, parse_layout(c_text), binding.fields(params),
+                    binding.kernel_file, binding.consts_name, "GV_CONSTS(...)")
+
+
+def compare_layouts(env_name: str, c: list[tuple[str, str]], python: list[tuple[str, str]],
+                    kernel_file: str, binding_name: str, c_list: str) -> None:
+    """Compare a kernel file's constants ``c`` (its exported layout, parsed) with the
+    fields its Python binding packs, ``python``; both ``[(C type, name), ...]`` in order.
+    Single- and multi-agent bindings share it.
 
     Raises:
         KernelLayoutError: they differ; the message names the env, the first field that
             differs (its position and both sides' declaration) and lists both sides.
     """
-    python = binding.fields(params)
-    c = parse_layout(c_text)
     if python == c:
         return
     position = next(k for k in range(max(len(python), len(c)))
@@ -132,10 +139,10 @@ def check_layout(env_name: str, binding: KernelBinding, params: Any, c_text: str
         return f"'{' '.join(fields[position])}'" if position < len(fields) else "nothing"
 
     raise KernelLayoutError(
-        f"{env_name}: the kernel constants of {binding.kernel_file} and of its binding "
-        f"{binding.consts_name} differ at field {position}: the kernel file declares "
+        f"{env_name}: the kernel constants of {kernel_file} and of its binding "
+        f"{binding_name} differ at field {position}: the kernel file declares "
         f"{at(c)}, the binding packs {at(python)}. Change both sides together (the C list "
-        f"is GV_CONSTS(...) in the kernel file).\n"
-        f"  {binding.kernel_file} ({len(c)} fields): {_listing(c)}\n"
-        f"  {binding.consts_name} ({len(python)} fields): {_listing(python)}"
+        f"is {c_list} in the kernel file).\n"
+        f"  {kernel_file} ({len(c)} fields): {_listing(c)}\n"
+        f"  {binding_name} ({len(python)} fields): {_listing(python)}"
     )

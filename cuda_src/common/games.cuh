@@ -25,6 +25,7 @@
 #pragma once
 
 #include "autoreset.cuh"  // GV_AUTORESET_*: the modes as passed to the kernels
+#include "consts.cuh"     // GV_CONST_MEMBER, GV_CONST_TEXT: one field list, two expansions
 
 #define GV_GAME_MAX_BLOCK 256
 
@@ -109,17 +110,15 @@ __device__ __forceinline__ void gv_reset_game(const Buffers& b, const Agent ag,
 
 // The constants struct of a game and the table the host checks its binding against, from
 // one field list naming each field once, in order, with its type (int or float; the
-// convention of common/consts.cuh, so both layout tables read alike), e.g.
+// field macros of common/consts.cuh, so both layout tables read alike), e.g.
 //
 //   #define TAG_CONSTS(FIELD) FIELD(int, num_agents) FIELD(float, grid_length)
 //   GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 //
 // declares `struct TagConsts { int num_agents; float grid_length; };` and
 // `__device__ char tag_consts_layout[] = "int num_agents;float grid_length;"`.
-#define GV_GAME_CONST_MEMBER(type, name) type name;
-#define GV_GAME_CONST_TEXT(type, name) #type " " #name ";"
 #define GV_GAME_CONSTS(type_name, env, LIST) \
   struct type_name {                         \
-    LIST(GV_GAME_CONST_MEMBER)               \
+    LIST(GV_CONST_MEMBER)                    \
   };                                         \
-  __device__ char env##_consts_layout[] = LIST(GV_GAME_CONST_TEXT);
+  __device__ char env##_consts_layout[] = LIST(GV_CONST_TEXT);

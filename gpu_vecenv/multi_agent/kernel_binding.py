@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gpu_vecenv.kernel_binding import compare_layouts, parse_layout
+
 KINDS = {"i": "int", "f": "float"}
 """Kinds of a constant: the letter packed into the launch, and the C type of the struct
 field (both 4 bytes)."""
@@ -95,26 +97,11 @@ class GameKernelBinding:
 
 
 def check_consts_layout(env_name: str, binding: GameKernelBinding, table: bytes | str) -> None:
-    """Raise ``RuntimeError`` unless ``table`` (the ``.cu``'s ``<name>_consts_layout``,
-    NUL-terminated bytes or text) lists exactly the binding's constants."""
+    """Raise :class:`~gpu_vecenv.kernel_binding.KernelLayoutError` (a ``RuntimeError``)
+    unless ``table`` (the ``.cu``'s ``<name>_consts_layout``, NUL-terminated bytes or text)
+    lists exactly the binding's constants (:func:`gpu_vecenv.kernel_binding.compare_layouts`,
+    as for single-agent envs)."""
     exported = table.split(b"\0")[0].decode() if isinstance(table, bytes) else table
-    expected = binding.expected_layout()
-    if exported == expected:
-        return
-    ours = expected.rstrip(";").split(";")
-    theirs = exported.rstrip(";").split(";")
-    first = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
-                 min(len(ours), len(theirs)))
-    source = binding.path or f"cuda_src/{env_name}.cu"
-
-    def at(fields: list[str]) -> str:
-        return f"'{fields[first]}'" if first < len(fields) else "nothing"
-
-    raise RuntimeError(
-        f"{env_name}: the kernel constants of {source} and of its definition's "
-        f"kernel_binding differ at field {first}: the kernel file declares {at(theirs)}, "
-        f"the binding packs {at(ours)}. Change both sides together (the C list is "
-        f"GV_GAME_CONSTS(...) in the kernel file).\n"
-        f"  {source} ({len(theirs)} fields): {'; '.join(theirs)}\n"
-        f"  binding ({len(ours)} fields): {'; '.join(ours)}"
-    )
+    compare_layouts(env_name, parse_layout(exported), parse_layout(binding.expected_layout()),
+                    binding.path or f"cuda_src/{env_name}.cu", "kernel_binding",
+                    "GV_GAME_CONSTS(...)")

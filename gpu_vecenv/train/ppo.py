@@ -12,6 +12,7 @@ import torch
 
 from gpu_vecenv.train import losses
 from gpu_vecenv.train.config import PPOConfig
+from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
 from gpu_vecenv.train.on_policy import OnPolicyLearner
 
@@ -51,7 +52,26 @@ def ppo_metrics(totals: torch.Tensor, count: int, num_minibatches: int
 
 
 class PPOLearner(OnPolicyLearner):
-    """PPO (``PPOConfig``) with torch ops and autograd."""
+    """PPO (``PPOConfig``) with torch ops and autograd.
+
+    Raises:
+        ValueError: a roll-out too small for its minibatches: fewer samples than
+            ``num_minibatches`` (empty minibatches), or minibatches of one sample with
+            ``norm_adv`` (the standard deviation of one advantage is NaN).
+    """
+
+    def __init__(self, config: PPOConfig, obs_dim: int, spec: ActionSpec, num_slots: int,
+                 device: torch.device, generator: torch.Generator):
+        batch = num_slots * config.num_steps
+        minibatch = batch // config.num_minibatches
+        if minibatch < 1 or (minibatch < 2 and config.norm_adv):
+            raise ValueError(
+                f"PPO: a roll-out of {batch} samples ({num_slots} slots x num_steps "
+                f"{config.num_steps}) split into num_minibatches {config.num_minibatches} "
+                f"gives minibatches of {minibatch} sample(s); need at least "
+                f"{2 if config.norm_adv else 1}{' with norm_adv' if config.norm_adv else ''}: "
+                "use fewer minibatches, more envs or more steps")
+        super().__init__(config, obs_dim, spec, num_slots, device, generator)
 
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:

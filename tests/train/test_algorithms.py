@@ -72,3 +72,18 @@ def test_ddpg_replay_keeps_final_obs_and_terminated(tmp_path):
     assert not torch.equal(replay.next_obs[4:6], t.obs)
     torch.testing.assert_close(replay.next_obs[4:6, :2].norm(dim=1), torch.ones(2))
     torch.testing.assert_close(replay.next_obs[0:2], replay.obs[2:4])
+
+
+@pytest.mark.parametrize(("num_envs", "num_minibatches", "norm_adv"),
+                         [(2, 8, False), (4, 8, True)])
+def test_ppo_refuses_minibatches_too_small_to_learn_from(num_envs, num_minibatches, norm_adv):
+    """2 envs x 2 steps in 8 minibatches would be empty; 4 x 2 in 8 would be one sample
+    each, whose normalized advantage is NaN: both are refused when the learner is built."""
+    from gpu_vecenv.train.config import PPOConfig
+    from gpu_vecenv.train.trainer import train
+
+    with pytest.raises(ValueError, match="minibatches of [01] sample"):
+        train("GPUCartPole-v1", PPOConfig(num_steps=2, num_minibatches=num_minibatches,
+                                          norm_adv=norm_adv),
+              num_envs=num_envs, total_steps=64, device="cpu", progress=False,
+              tensorboard=False)

@@ -26,16 +26,7 @@ use() {  # $1 = before | after
     tree=.; export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_after
   fi
 }
-run() { (cd "$tree" && "$@"); }
-classic() {  # side, sizes, suffix
-  run python3 -m gpu_vecenv.bench --env GPUCartPole-v1 GPUPendulum-v1 --backend cuda \
-    --sizes "$2" --repeats 3 --json "$out/bench_$1$3.json" > "$out/bench_$1$3.log" 2>&1 \
-    || echo "bench $1$3 failed"
-}
-tag() {  # side, cases, suffix
-  run python3 "$here/scripts/bench_tag.py" --case "$2" --json "$out/bench_tag_$1$3.json" \
-    > "$out/bench_tag_$1$3.log" 2>&1 || echo "bench_tag $1$3 failed"
-}
+source "$here/scripts/bench_sides.sh"  # run, classic, tag
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 for side in before after; do
   use $side

@@ -174,7 +174,10 @@ def test_ctrl_c_saves_and_the_printed_command_resumes(tmp_path):
          str(run_dir), "--set", "ppo.num_steps=8", "--set", "ppo.hidden_sizes=[8]",
          "--set", "trainer.log_interval=1", "--set", "trainer.tensorboard=false",
          "--set", "trainer.eval_episodes=0", "--set", "trainer.stop_at_return=null"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # SIGINT as in a terminal, also where this process runs with it ignored (a
+        # background job of a non-interactive shell, nohup: as CI may start it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     metrics = run_dir / "metrics.jsonl"
     _wait_for(lambda: metrics.is_file() and metrics.read_text().count("\n") >= 2, proc)
     proc.send_signal(signal.SIGINT)

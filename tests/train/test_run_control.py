@@ -153,9 +153,18 @@ def test_a_run_stopped_at_return_is_finished_until_the_threshold_rises(tmp_path)
     assert _losses(rows) == _losses(direct.metrics)
 
 
-def test_ctrl_c_stops_at_an_iteration_boundary_saves_and_resumes_exactly(tmp_path):
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        pytest.skip("SIGINT is handled by someone else in this process")
+@pytest.fixture
+def terminal_sigint():
+    """SIGINT as in a terminal (Python's KeyboardInterrupt handler), also where this
+    process was started with SIGINT ignored (a background job of a non-interactive shell,
+    nohup: as CI may start it); the previous disposition is put back after the test."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_at_an_iteration_boundary_saves_and_resumes_exactly(tmp_path,
+                                                                         terminal_sigint):
     full = Trainer(_cartpole(tmp_path / "full", total_steps=1024)).run()
 
     def ctrl_c(row):

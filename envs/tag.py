@@ -64,6 +64,7 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import State, StateField
+from gpu_vecenv.device_constants import device_constant
 from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv, drawing
 from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, KernelConstant
 from gpu_vecenv.multi_agent.kernel_constants import int_constant
@@ -230,8 +231,8 @@ def action_space(params: TagParams) -> gym.spaces.MultiDiscrete:
 
 def _const(value: float, like: torch.Tensor) -> torch.Tensor:
     """A 0-d float32 tensor on ``like``'s device (so divisions are true divisions, as in
-    the kernels, not multiplications by a reciprocal)."""
-    return torch.tensor(value, dtype=torch.float32, device=like.device)
+    the kernels, not multiplications by a reciprocal), made once."""
+    return device_constant(value, torch.float32, like.device)
 
 
 def _is_tagger(params: TagParams, device: torch.device) -> torch.Tensor:
@@ -267,8 +268,8 @@ def step(params: TagParams, state: State, action: torch.Tensor) -> GameStep:
     is_tagger = _is_tagger(params, device)
     t = state["t"] + 1
 
-    d_acc = torch.as_tensor(params.acceleration_table, device=device)[action[..., 0]]
-    d_turn = torch.as_tensor(params.turn_table, device=device)[action[..., 1]]
+    d_acc = device_constant(params.acceleration_table, torch.float32, device)[action[..., 0]]
+    d_turn = device_constant(params.turn_table, torch.float32, device)[action[..., 1]]
     direction = torch.remainder(state["direction"] + d_turn, _const(TWO_PI, x)) * playing_f
     acceleration = state["acceleration"] + d_acc
     vmax = torch.where(is_tagger, _const(params.max_speed_tagger, x),

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from gpu_vecenv.definition import State, StateField
+from gpu_vecenv.device_constants import device_constant
 from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv, drawing
 from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, KernelConstant
 
@@ -143,14 +144,13 @@ def in_game(params: TagGridParams, state: State) -> torch.Tensor:
 def step(params: TagGridParams, state: State, action: torch.Tensor) -> GameStep:
     """One step of every game. ``action``: ``(G, A)`` int64 in ``[0, 5)``."""
     device = action.device
-    moves = torch.tensor(MOVES, dtype=torch.int32, device=device)[action]
+    moves = device_constant(MOVES, torch.int32, device)[action]
     L = params.grid_length
     wanted_x, wanted_y = state["x"] + moves[..., 0], state["y"] + moves[..., 1]
     x, y = torch.clamp(wanted_x, 0, L), torch.clamp(wanted_y, 0, L)
     hit_wall = (x != wanted_x) | (y != wanted_y)
     f32 = torch.float32
-    reward = torch.where(hit_wall, torch.tensor(-params.wall_hit_penalty, dtype=f32,
-                                                device=device), 0.0)
+    reward = torch.where(hit_wall, device_constant(-params.wall_hit_penalty, f32, device), 0.0)
     tagged = ((x[:, :-1] == x[:, -1:]) & (y[:, :-1] == y[:, -1:])).any(dim=1)
     is_runner = torch.arange(params.num_agents, device=device) == params.num_agents - 1
     on_tag = torch.where(is_runner, -params.tag_penalty_for_runner, params.tag_reward_for_tagger)
@@ -171,10 +171,10 @@ def observe(params: TagGridParams, state: State) -> torch.Tensor:
     x, y = state["x"], state["y"]
     G, A = x.shape
     device = x.device
-    length = torch.tensor(float(params.grid_length), device=device)
+    length = device_constant(float(params.grid_length), torch.float32, device)
     xn, yn = x.to(torch.float32) / length, y.to(torch.float32) / length
-    time = state["t"].to(torch.float32) / torch.tensor(float(params.episode_length),
-                                                      device=device)
+    time = state["t"].to(torch.float32) / device_constant(float(params.episode_length),
+                                                          torch.float32, device)
     is_runner = (torch.arange(A, device=device) == A - 1).to(torch.float32)
     if params.use_full_observation:
         shared = torch.cat([xn, yn, is_runner.expand(G, A)], dim=1)  # (G, 3A)

@@ -56,13 +56,6 @@ WARMUP_CALLS = 2
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
-HOST_COPYING_REFERENCES = ("tag", "tag_grid")
-"""Multi-agent envs (definition names) whose torch reference copies a table from the host
-to the device in every step (``torch.as_tensor(params.acceleration_table, device=...)`` in
-envs/tag.py, ``torch.tensor(MOVES, device=...)`` in envs/tag_grid.py). A capture refuses
-such a copy from pageable memory, and a replay would re-read a host buffer freed long
-since, so these envs are captured on their CUDA kernels only."""
-
 _CAPTURE_FAILED = (
     "capturing the roll-out into a CUDA graph failed: the policy (or something it calls) did "
     "what a graph cannot hold. Inside the capture nothing may wait for the GPU or read a "
@@ -92,12 +85,6 @@ def capture_problems(env: GpuVectorEnv | MultiAgentVectorEnv) -> list[str]:
                         "roll-out already removes the per-op launch cost)")
     if env.render_mode == "human":
         problems.append("render_mode='human' draws a window after every step on the host")
-    if isinstance(env, MultiAgentVectorEnv) and env.backend_name == "torch" and \
-            env.definition.name in HOST_COPYING_REFERENCES:
-        problems.append(f"the torch reference of {env.definition.name!r} copies tables from "
-                        f"the host in every step (a host-to-device copy, which a CUDA graph "
-                        f"cannot hold); make the env with backend='cuda' (its kernels), or "
-                        f"pass capture=False")
     return problems
 
 

@@ -182,9 +182,10 @@ def test_a_generator_of_the_policys_own():
 @pytest.mark.parametrize("games", [1, 64])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP],
                          ids=lambda m: m.name)
-def test_tag_slots_on_the_kernels(mode, games):
+@pytest.mark.parametrize("backend", ["cuda", "torch"])
+def test_tag_slots(backend, mode, games):
     def make():
-        return TagVectorEnv(games, device="cuda", backend="cuda", copy=False,
+        return TagVectorEnv(games, device="cuda", backend=backend, copy=False,
                             autoreset_mode=mode, num_taggers=3, num_runners=40,
                             grid_length=8.0, episode_length=6)
 
@@ -193,27 +194,14 @@ def test_tag_slots_on_the_kernels(mode, games):
     assert any(bool(t.truncated.any()) for t in trajectories)  # games timed out in the graph
 
 
-def test_tag_grid_slots_on_the_kernels():
+@pytest.mark.parametrize("backend", ["cuda", "torch"])
+def test_tag_grid_slots(backend):
     def make():
-        return TagGridVectorEnv(50, device="cuda", backend="cuda", copy=False,
+        return TagGridVectorEnv(50, device="cuda", backend=backend, copy=False,
                                 autoreset_mode=AutoresetMode.SAME_STEP, episode_length=5)
 
     trajectories = assert_rollout_equals_eager_loop(make, random_policy)
     assert any(bool(t.truncated.any() or t.terminated.any()) for t in trajectories)
-
-
-@pytest.mark.parametrize("make_env", [TagVectorEnv, TagGridVectorEnv], ids=["tag", "tag_grid"])
-def test_tag_torch_references_are_refused(make_env):
-    # Their step copies tables from the host (envs/tag.py, envs/tag_grid.py), which a graph
-    # cannot hold: refused at once, naming why; capture=False still runs them eagerly.
-    env = make_env(2, device="cuda", backend="torch", copy=False)
-    with pytest.raises(ValueError, match="copies tables from the host in every step"):
-        gpu_vecenv.capture_rollout(env, random_policy(env), STEPS)
-    rollout = gpu_vecenv.capture_rollout(env, random_policy(env), STEPS, capture=False)
-    obs, _ = env.reset(seed=0)
-    for _ in range(WARMUP_CALLS + 1):
-        obs = rollout(obs).next_obs
-    assert not rollout.captured
 
 
 def test_eager_calls_run_on_the_callers_stream():

@@ -8,6 +8,10 @@ the loop on a GPU, ``perf_counter`` on the CPU). Also reported: GPU memory per e
 env's persistent tensors), and for the CUDA kernels the bytes a step must move against the
 device copy bandwidth measured on the spot. ``--vs gymnasium`` adds Gymnasium's own numpy
 vector env (``CartPoleVectorEnv`` for CartPole, ``SyncVectorEnv`` otherwise) on the CPU.
+``--vs gymnax`` (where JAX and gymnax import) times gymnax's ``jit(lax.scan(vmap(step)))``
+of the same env and sizes in the same process (``--gymnax-steps`` steps per compiled call,
+random actions drawn inside the scan; :mod:`gpu_vecenv.gymnax_peer`) and prints our
+``step()`` loop's rate over it per size.
 """
 
 from __future__ import annotations
@@ -48,8 +52,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per point (median)")
     parser.add_argument("--autoreset-mode", default="next_step",
                         help="next_step (default), same_step or disabled")
-    parser.add_argument("--vs", choices=["gymnasium"], default=None,
-                        help="also time Gymnasium's numpy vector env")
+    parser.add_argument("--vs", choices=["gymnasium", "gymnax"], default=None,
+                        help="also time Gymnasium's numpy vector env, or gymnax's jitted scan "
+                             "(same process; prints the ratios)")
+    parser.add_argument("--gymnax-steps", type=int, default=128,
+                        help="steps per compiled gymnax call for --vs gymnax (default 128)")
     parser.add_argument("--gym-max-envs", type=int, default=16_384,
                         help="largest size timed for --vs gymnasium (default 16384)")
     parser.add_argument("--env-kwargs", type=_json_dict, default={}, metavar="JSON",
@@ -209,6 +216,33 @@ def bench_gymnasium(env_id: str, n: int, args) -> dict[str, Any] | None:
             "gpu_bytes_per_env": None, "numpy": np.__version__}
 
 
+def bench_vs_gymnax(env_id: str, sizes, ours: list[dict[str, Any]], args
+                    ) -> list[dict[str, Any]]:
+    """gymnax's scan of ``env_id`` at ``sizes``, each printed with the ratio of our
+    ``step()`` loop (the records in ``ours`` of this env, per backend) over it."""
+    from gpu_vecenv.gymnax_peer import GYMNAX_IDS, gymnax_problem, time_rollout
+
+    problem = gymnax_problem() if env_id in GYMNAX_IDS else f"gymnax has no {env_id}"
+    if problem:
+        print(f"{env_id}: gymnax not timed: {problem}")
+        return []
+    records = []
+    for n in sizes:
+        try:
+            peer = time_rollout(env_id, n, args.gymnax_steps, TARGET_SECONDS, args.repeats)
+        except Exception as exc:  # noqa: BLE001 (JAX's own errors: out of memory, ...)
+            print(f"{env_id} gymnax {n}: failed: {str(exc).splitlines()[0]}")
+            continue
+        records.append(peer)
+        ratios = ", ".join(
+            f"{r['backend']} {r['env_steps_per_s'] / peer['env_steps_per_s']:.2f}x"
+            for r in ours if r.get("env") == env_id and r["num_envs"] == n
+            and "env_steps_per_s" in r and not r["backend"].startswith(("gymnax", "gymnasium")))
+        print(f"{env_id:28s} {'gymnax-scan':26s} {n:>9d} {_fmt(peer['env_steps_per_s']):>12s}"
+              f"   ours / gymnax: {ratios or '-'}")
+    return records
+
+
 def profile_steps(env_id: str, backend: str, device, steps: int) -> str:
     """cProfile of ``steps`` one-env ``step()`` calls: where the per-call time goes."""
     import cProfile
@@ -337,6 +371,8 @@ def main(args: argparse.Namespace) -> int:
                 if n <= args.gym_max_envs:
                     records.append(bench_gymnasium(env_id, n, args))
                     print_row(records[-1], bandwidth)
+        if args.vs == "gymnax":
+            records += bench_vs_gymnax(env_id, sizes, records, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "results": records, "failures": failures}, f, indent=1)

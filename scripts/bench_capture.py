@@ -29,11 +29,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,36 +37,11 @@ import torch
 import gpu_vecenv
 from gpu_vecenv.bench import machine_info
 from gpu_vecenv.captured_rollout import WARMUP_CALLS
+from gpu_vecenv.gymnax_peer import gymnax_problem, measure, time_rollout
 
 SIZES = (1, 16, 1024, 16_384, 1_048_576)
 TARGETS = {1: 1.5}
 """Issue 16's target ratio (ours / gymnax) where it is not 2x."""
-
-
-def time_calls(run: Callable[[], None], sync: Callable[[], None], calls: int
-               ) -> tuple[float, float]:
-    """``(wall seconds, host seconds)`` of ``calls`` calls of ``run``: from a synchronized
-    start to a synchronized end, and until the last call returned (queued, on a GPU)."""
-    sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        run()
-    queued = time.perf_counter()
-    sync()
-    return time.perf_counter() - start, queued - start
-
-
-def measure(run: Callable[[], None], sync: Callable[[], None], args) -> dict[str, Any]:
-    """Median over ``args.repeats`` timed runs of as many calls as fill ``args.seconds``."""
-    probe, _ = time_calls(run, sync, 3)
-    calls = int(min(max(args.seconds / (probe / 3), 3), 100_000))
-    runs = [time_calls(run, sync, calls) for _ in range(args.repeats)]
-    walls = [wall for wall, _ in runs]
-    seconds = statistics.median(walls) / calls
-    return {"calls_per_repeat": calls, "repeats": args.repeats,
-            "seconds_per_call": seconds,
-            "host_seconds_per_call": statistics.median(host for _, host in runs) / calls,
-            "spread": (max(walls) - min(walls)) / statistics.median(walls)}
 
 
 def bench_ours(n: int, args, device: torch.device, capture: bool = True) -> dict[str, Any]:
@@ -89,7 +60,7 @@ def bench_ours(n: int, args, device: torch.device, capture: bool = True) -> dict
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    record = measure(lambda: rollout(next_obs), sync, args)
+    record = measure(lambda: rollout(next_obs), sync, args.seconds, args.repeats)
     rollout.check_errors()
     name = "gpu_vecenv-captured" if rollout.captured else "gpu_vecenv-eager"
     record.update(name=name, num_envs=n, backend=env.backend_name, captured=rollout.captured)
@@ -102,59 +73,10 @@ def free_gpu_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def gymnax_problem() -> str | None:
-    """Why gymnax cannot be timed here (None: it can)."""
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with torch
-    try:
-        import gymnax  # noqa: F401
-        import jax
-    except ImportError as exc:
-        return f"jax and gymnax must import ({exc})"
-    if jax.devices()[0].platform != "gpu":
-        print(f"note: jax runs on {jax.devices()[0].platform}, not a GPU", flush=True)
-    return None
-
-
 def bench_gymnax(n: int, args, trajectory: bool) -> dict[str, Any]:
     """gymnax's CartPole-v1: ``num_steps`` vmapped steps of ``n`` envs as one jitted scan."""
-    import gymnax
-    import jax
-
-    env, params = gymnax.make("CartPole-v1")
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-    reset = jax.vmap(env.reset, in_axes=(0, None))
-
-    def body(carry, _):
-        key, state = carry
-        key, key_action, key_step = jax.random.split(key, 3)
-        action = jax.random.randint(key_action, (n,), 0, 2)
-        result = step(jax.random.split(key_step, n), state, action, params)
-        obs, state, reward = result[:3]
-        flags = result[3:-1]  # (terminated, truncated) since gymnax 1.0, (done,) before
-        return (key, state), ((obs, action, reward, *flags) if trajectory else None)
-
-    @jax.jit
-    def rollout(key, state):
-        carry, outputs = jax.lax.scan(body, (key, state), None, length=args.num_steps)
-        return carry, outputs
-
-    key = jax.random.PRNGKey(0)
-    key, reset_key = jax.random.split(key)
-    _, state = reset(jax.random.split(reset_key, n), params)
-    carry = (key, state)
-    for _ in range(2):  # compile, then one call as timed
-        carry, _ = rollout(*carry)
-    jax.block_until_ready(carry)
-
-    def run():
-        nonlocal carry
-        carry, _ = rollout(*carry)
-
-    record = measure(run, lambda: jax.block_until_ready(carry), args)
-    record.update(name="gymnax-scan-trajectory" if trajectory else "gymnax-scan", num_envs=n,
-                  backend=f"jax {jax.__version__} on {jax.devices()[0].platform}",
-                  gymnax=getattr(gymnax, "__version__", "?"))
-    return record
+    return time_rollout("GPUCartPole-v1", n, args.num_steps, args.seconds, args.repeats,
+                        trajectory)
 
 
 def _rate(value: float) -> str:

@@ -26,3 +26,21 @@ def test_bench_cpu_writes_table_json_and_plot(tmp_path, monkeypatch, capsys):
         ("GPUPendulum-v1", "gymnasium-sync", 16)}
     assert all(r["env_steps_per_s"] > 0 for r in results)
     assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_bench_vs_gymnax_times_it_with_ratios_or_says_why_not(monkeypatch, capsys):
+    """``--vs gymnax``: where JAX and gymnax import, one gymnax row per size with our rate
+    over it; elsewhere one line saying why, and the bench still succeeds."""
+    from gpu_vecenv import gymnax_peer
+
+    monkeypatch.setattr(bench, "TARGET_SECONDS", 0.005)
+    parser = argparse.ArgumentParser()
+    bench.configure_parser(parser)
+    args = parser.parse_args(["--env", "GPUCartPole-v1", "--sizes", "1", "--device", "cpu",
+                              "--repeats", "1", "--vs", "gymnax", "--gymnax-steps", "4"])
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    if gymnax_peer.gymnax_problem() is None:
+        assert "ours / gymnax: torch " in out
+    else:
+        assert "GPUCartPole-v1: gymnax not timed: jax and gymnax must import" in out

@@ -10,8 +10,8 @@ device copy bandwidth measured on the spot. ``--vs gymnasium`` adds Gymnasium's 
 vector env (``CartPoleVectorEnv`` for CartPole, ``SyncVectorEnv`` otherwise) on the CPU.
 ``--vs gymnax`` (where JAX and gymnax import) times gymnax's ``jit(lax.scan(vmap(step)))``
 of the same env and sizes in the same process (``--gymnax-steps`` steps per compiled call,
-random actions drawn inside the scan; :mod:`gpu_vecenv.gymnax_peer`) and prints our
-``step()`` loop's rate over it per size.
+random actions drawn inside the scan; :mod:`gpu_vecenv.gymnax_peer`), keeping only the
+env state or also the trajectory, and prints our ``step()`` loop's rate over each.
 """
 
 from __future__ import annotations
@@ -228,18 +228,24 @@ def bench_vs_gymnax(env_id: str, sizes, ours: list[dict[str, Any]], args
         return []
     records = []
     for n in sizes:
-        try:
-            peer = time_rollout(env_id, n, args.gymnax_steps, TARGET_SECONDS, args.repeats)
-        except Exception as exc:  # noqa: BLE001 (JAX's own errors: out of memory, ...)
-            print(f"{env_id} gymnax {n}: failed: {str(exc).splitlines()[0]}")
-            continue
-        records.append(peer)
-        ratios = ", ".join(
-            f"{r['backend']} {r['env_steps_per_s'] / peer['env_steps_per_s']:.2f}x"
-            for r in ours if r.get("env") == env_id and r["num_envs"] == n
-            and "env_steps_per_s" in r and not r["backend"].startswith(("gymnax", "gymnasium")))
-        print(f"{env_id:28s} {'gymnax-scan':26s} {n:>9d} {_fmt(peer['env_steps_per_s']):>12s}"
-              f"   ours / gymnax: {ratios or '-'}")
+        # carry only (the scan keeps just the env state), and with the trajectory (obs,
+        # action, reward, flags per step: what a training roll-out keeps, and what our
+        # step() writes)
+        for trajectory in (False, True):
+            try:
+                peer = time_rollout(env_id, n, args.gymnax_steps, TARGET_SECONDS,
+                                    args.repeats, trajectory)
+            except Exception as exc:  # noqa: BLE001 (JAX's own errors: out of memory, ...)
+                print(f"{env_id} gymnax {n}: failed: {str(exc).splitlines()[0]}")
+                continue
+            records.append(peer)
+            ratios = ", ".join(
+                f"{r['backend']} {r['env_steps_per_s'] / peer['env_steps_per_s']:.2f}x"
+                for r in ours if r.get("env") == env_id and r["num_envs"] == n
+                and "env_steps_per_s" in r
+                and not r["backend"].startswith(("gymnax", "gymnasium")))
+            print(f"{env_id:28s} {peer['name']:26s} {n:>9d} "
+                  f"{_fmt(peer['env_steps_per_s']):>12s}   ours / gymnax: {ratios or '-'}")
     return records
 
 

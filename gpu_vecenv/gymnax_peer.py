@@ -110,9 +110,9 @@ def time_rollout(env_id: str, n: int, num_steps: int, seconds: float, repeats: i
         carry, _ = rollout(*carry)
 
     record = measure(run, lambda: jax.block_until_ready(carry), seconds, repeats)
-    record.update(name="gymnax-scan-trajectory" if trajectory else "gymnax-scan",
-                  env=env_id, num_envs=n, num_steps=num_steps,
-                  backend=f"gymnax-scan (jax {jax.__version__}, {jax.devices()[0].platform})",
+    name = "gymnax-scan-trajectory" if trajectory else "gymnax-scan"
+    record.update(name=name, env=env_id, num_envs=n, num_steps=num_steps,
+                  backend=f"{name} (jax {jax.__version__}, {jax.devices()[0].platform})",
                   gymnax=getattr(gymnax, "__version__", "?"),
                   env_steps_per_s=n * num_steps / record["seconds_per_call"])
     return record

@@ -56,6 +56,7 @@ configuration) with overrides, as keyword arguments of
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -235,6 +236,15 @@ def _const(value: float, like: torch.Tensor) -> torch.Tensor:
     return device_constant(value, torch.float32, like.device)
 
 
+@functools.cache
+def _action_tables(params: TagParams, device: torch.device
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The acceleration and turn tables on ``device``, per params (the properties build
+    them with numpy on each call: not once per step)."""
+    return (device_constant(params.acceleration_table, torch.float32, device),
+            device_constant(params.turn_table, torch.float32, device))
+
+
 def _is_tagger(params: TagParams, device: torch.device) -> torch.Tensor:
     return torch.arange(params.num_agents, device=device) < params.num_taggers
 
@@ -268,8 +278,9 @@ def step(params: TagParams, state: State, action: torch.Tensor) -> GameStep:
     is_tagger = _is_tagger(params, device)
     t = state["t"] + 1
 
-    d_acc = device_constant(params.acceleration_table, torch.float32, device)[action[..., 0]]
-    d_turn = device_constant(params.turn_table, torch.float32, device)[action[..., 1]]
+    acceleration_table, turn_table = _action_tables(params, device)
+    d_acc = acceleration_table[action[..., 0]]
+    d_turn = turn_table[action[..., 1]]
     direction = torch.remainder(state["direction"] + d_turn, _const(TWO_PI, x)) * playing_f
     acceleration = state["acceleration"] + d_acc
     vmax = torch.where(is_tagger, _const(params.max_speed_tagger, x),

@@ -251,17 +251,15 @@ __device__ __forceinline__ void write_tail(const TagConsts& c, const TagState& s
   }
 }
 
-__device__ void write_zeros(const TagConsts& c, const Agent& ag, float* out) {
-  float* row = out + ag.slot * (long long)c.obs_dim;
+__device__ void write_zeros(const TagConsts& c, float* row) {
   for (int k = 0; k < c.obs_dim; ++k) row[k] = 0.0f;
 }
 
 // Full observation: every other agent in id order.
 __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent& ag,
-                             bool visible, float* out) {
+                             bool visible, float* row) {
   if (!ag.on) return;
-  if (!visible) return write_zeros(c, ag, out);
-  float* row = out + ag.slot * (long long)c.obs_dim;
+  if (!visible) return write_zeros(c, row);
   const int n = c.num_observed;
   const bool playing = s.in_game[ag.slot] != 0;
   const long long game = (long long)ag.g * c.num_agents;
@@ -284,12 +282,15 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
 // distance, lower index first on ties (as a stable sort), zero-padded. The sorted list
 // lives in registers (kMax >= K slots, fully unrolled); candidates come through shared
 // memory tiles of the game's positions. Every thread runs the tile loop (it holds barriers).
+// When the whole game fits one tile (A <= blockDim.x), the tile also holds every agent's
+// other features, and the chosen others are read from it instead of global memory.
 // kWide: scan four candidates at a time (for launches of few blocks, where the scan's
 // latency is the limit); otherwise one at a time (fewer registers, more blocks per SM).
 template <int kMax, bool kWide>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
-                                bool visible, float* out) {
+                                bool visible, float* row) {
   __shared__ float4 tile[GV_GAME_MAX_BLOCK];
+  __shared__ float4 motion[GV_GAME_MAX_BLOCK];  // speed, acceleration, direction (one tile)
   float best[kMax];
   int chosen[kMax];
 #pragma unroll
@@ -301,6 +302,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const bool playing = ag.on && s.in_game[ag.slot] != 0;
   const bool want = visible && playing;
   const long long game = (long long)ag.g * c.num_agents;
+  const bool one_tile = c.num_agents <= (int)blockDim.x;
   const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
   float worst = INFINITY;  // best[K - 1]
   for (int start = 0; start < c.num_agents; start += blockDim.x) {
@@ -309,6 +311,10 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     if (k < c.num_agents) {
       tile[threadIdx.x] = make_float4(s.x[game + k], s.y[game + k],
                                       s.in_game[game + k] != 0 ? 1.0f : 0.0f, 0.0f);
+      if (one_tile) {
+        motion[threadIdx.x] = make_float4(s.speed[game + k], s.acceleration[game + k],
+                                          s.direction[game + k], 0.0f);
+      }
     }
     __syncthreads();
     if (!want) continue;
@@ -362,8 +368,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     }
   }
   if (!ag.on) return;
-  if (!visible) return write_zeros(c, ag, out);
-  float* row = out + ag.slot * (long long)c.obs_dim;
+  if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
   normalised(c, s, ag.slot, own);
 #pragma unroll
@@ -375,8 +380,16 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       for (int f = 0; f < kTagFeatures; ++f) row[f * K + k] = 0.0f;
       continue;
     }
-    const long long j = game + chosen[k];
-    normalised(c, s, j, theirs);
+    if (one_tile) {  // the same values as normalised(), from the tile
+      const float4 place = tile[chosen[k]], move = motion[chosen[k]];
+      theirs[0] = place.x / c.position_scale;
+      theirs[1] = place.y / c.position_scale;
+      theirs[2] = move.x / c.speed_scale;
+      theirs[3] = move.y / c.speed_scale;
+      theirs[4] = move.z / c.two_pi;
+    } else {
+      normalised(c, s, game + chosen[k], theirs);
+    }
 #pragma unroll
     for (int f = 0; f < kTagDiffFeatures; ++f) row[f * K + k] = theirs[f] - own[f];
     row[kTagRoleFeature * K + k] = chosen[k] < c.num_taggers ? 1.0f : 0.0f;
@@ -385,16 +398,56 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   write_tail(c, s, ag, playing, row);
 }
 
+// The launch's dynamic shared memory in bytes: nonzero when the host sized it to stage the
+// block's observation rows (tag_stage_bytes in envs/tag.py).
+__device__ __forceinline__ unsigned dynamic_shared_bytes() {
+  unsigned bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+}
+
+// Row stride of the staged rows, in floats: obs_dim made odd, so the threads of a warp
+// writing the same feature of their rows hit 32 different banks.
+__device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_dim | 1; }
+
 // Writes the observation row of one agent (zeros where the slot shows none). Every
-// thread of the block must call it (the partial mode's tiles hold barriers). kMax = 0:
-// full observations; else partial ones with K <= kMax.
+// thread of the block must call it (the partial mode's tiles and the staging hold
+// barriers). kMax = 0: full observations; else partial ones with K <= kMax.
+//
+// With enough dynamic shared memory, each thread writes its row there and the block then
+// copies its rows out together: they are consecutive slots, so the block's part of `out`
+// is one contiguous span, written with consecutive threads on consecutive words.
+// Otherwise each thread writes its row straight to global memory (a stride of obs_dim
+// floats between the threads of a warp: 32 sectors per store instruction).
 template <int kMax, bool kWide>
 __device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
                                   bool visible, float* out) {
+  extern __shared__ float stage[];
+  const int D = c.obs_dim, S = stage_stride(c);
+  const bool staged = dynamic_shared_bytes() >= blockDim.x * (unsigned)S * sizeof(float);
+  float* row = staged ? stage + threadIdx.x * S : out + ag.slot * (long long)D;
   if constexpr (kMax == 0) {
-    observe_full(c, s, ag, visible, out);
+    observe_full(c, s, ag, visible, row);
   } else {
-    observe_partial<kMax, kWide>(c, s, ag, visible, out);
+    observe_partial<kMax, kWide>(c, s, ag, visible, row);
+  }
+  if (!staged) return;
+  __syncthreads();
+  const int first = ag.a - (int)threadIdx.x;  // the block's first agent
+  const int rows = min((int)blockDim.x, c.num_agents - first);
+  float* span = out + ((long long)ag.g * c.num_agents + first) * D;
+  const int total = rows * D;
+  // Word e of the span is feature e % D of row e / D; both advance by blockDim.x per pass.
+  const int step_rows = blockDim.x / D, step_features = blockDim.x % D;
+  int r = threadIdx.x / D, f = threadIdx.x % D;
+  for (int e = threadIdx.x; e < total; e += blockDim.x) {
+    span[e] = stage[r * S + f];
+    r += step_rows;
+    f += step_features;
+    if (f >= D) {
+      f -= D;
+      r += 1;
+    }
   }
 }
 

@@ -85,7 +85,9 @@ class GameCudaBackend:
             _CHECKED_LAYOUTS.add(checked)
         arg_format = (consts_format + "P" * (len(state) + len(buffers) + NUM_OUTPUTS) + "PP"
                       + "iiii")
-        self._fn = Kernel(module, kernel, arg_format, fixed=head)
+        shared = (0 if binding.shared_bytes is None
+                  else binding.shared_bytes(p, self.block, self.device))
+        self._fn = Kernel(module, kernel, arg_format, shared_bytes=shared, fixed=head)
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)
         same_step = env.autoreset_mode == AutoresetMode.SAME_STEP

@@ -77,6 +77,9 @@ class GameKernelBinding:
     """Every kernel of the file (what ``gpu-vecenv compile`` builds)."""
     kernel_flags: Callable[[str], tuple[str, ...]] | None = None
     """``kernel -> -D flags`` that build only that kernel of the file; ``None``: none."""
+    shared_bytes: Callable[[Any, int, torch.device], int] | None = None
+    """``(params, threads per block, device) -> dynamic shared memory per block`` the
+    kernels are launched with (they may read its size); ``None``: none."""
     check_params: Callable[[Any], None] | None = None
     """Raises ``ValueError`` for params the kernels cannot run (the torch backend can)."""
     path: str | None = None

@@ -8,7 +8,15 @@ CUDA events around the timed loop, median of 5 runs. Also: the bytes a step must
 backend's kernels alone against the measured device-to-device copy
 bandwidth.
 
+``--actions per-step`` draws our actions on the device in every step (as a user's loop does)
+instead of from the pool; ``both`` times each. ``--vs warpdrive`` (where rl-warp-drive 2.7.1,
+its gym and PyCUDA import) then times WarpDrive's TagContinuous on the same continuous cases,
+in this process (:mod:`gpu_vecenv.warpdrive_peer`): its CUDASampler drawing the actions and
+its step kernel, as its trainer runs them, and its step kernel alone; it prints our rate over
+each, and ``--plot`` draws those ratios.
+
     python scripts/bench_tag.py [--device cuda] [--backend cuda] [--json out.json]
+        [--actions pool|per-step|both] [--vs warpdrive] [--plot ratios.png]
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 
 CASES = [  # (label, env class, games, params)
     ("tag 1x5", TagVectorEnv, 1, dict(num_taggers=1, num_runners=4)),
+    ("tag 100x105", TagVectorEnv, 100, dict(num_taggers=5, num_runners=100)),
     ("tag 2000x5", TagVectorEnv, 2000, dict(num_taggers=1, num_runners=4)),
     ("tag 2000x105", TagVectorEnv, 2000, dict(num_taggers=5, num_runners=100)),
     ("tag 200x1000", TagVectorEnv, 200, dict(num_taggers=10, num_runners=990)),
@@ -55,10 +64,20 @@ def bytes_per_step(env) -> int:
     return env.num_envs * per_slot + state
 
 
-def time_case(cls, games, params, device, backend, steps, repeats=5):
+ACTIONS = ("pool", "per-step")
+"""Where our actions come from: a pool of 8 batches drawn beforehand, or a draw on the device
+before every step (torch.rand, scale, cast: three small kernels, as a user's loop has)."""
+
+
+def tag_params(params: dict) -> dict:
+    """A continuous case's keyword arguments with K = min(10, agents - 1)."""
+    agents = params["num_taggers"] + params["num_runners"]
+    return dict(params, num_other_agents_observed=min(10, agents - 1))
+
+
+def time_case(cls, games, params, device, backend, steps, repeats=5, actions="pool"):
     if cls is TagVectorEnv:
-        agents = params["num_taggers"] + params["num_runners"]
-        params = dict(params, num_other_agents_observed=min(10, agents - 1))
+        params = tag_params(params)
     env = cls(games, device=device, backend=backend, copy=False, preset="warpdrive_training",
               **params)
     env.reset(seed=0)
@@ -66,13 +85,21 @@ def time_case(cls, games, params, device, backend, steps, repeats=5):
     space = env.single_action_space
     if hasattr(space, "nvec"):
         nvec = torch.as_tensor(space.nvec, device=device)
-        pool = [(torch.rand((env.num_envs, 2), generator=gen, device=device) * nvec).long()
-                for _ in range(8)]
+
+        def draw():
+            return (torch.rand((env.num_envs, 2), generator=gen, device=device) * nvec).long()
     else:
-        pool = [torch.randint(0, 5, (env.num_envs,), generator=gen, device=device)
-                for _ in range(8)]
+        def draw():
+            return torch.randint(0, 5, (env.num_envs,), generator=gen, device=device)
+    pool = [draw() for _ in range(8)]
+    if actions == "per-step":
+        def action(k):
+            return draw()
+    else:
+        def action(k):
+            return pool[k % 8]
     for k in range(20):
-        env.step(pool[k % 8])
+        env.step(action(k))
     times, host = [], []
     for _ in range(repeats):
         start = torch.cuda.Event(enable_timing=True)
@@ -80,7 +107,7 @@ def time_case(cls, games, params, device, backend, steps, repeats=5):
         start.record()
         began = time.perf_counter()
         for k in range(steps):
-            env.step(pool[k % 8])
+            env.step(action(k))
         host.append((time.perf_counter() - began) / steps)
         end.record()
         end.synchronize()
@@ -97,16 +124,141 @@ def time_case(cls, games, params, device, backend, steps, repeats=5):
     return env, statistics.median(times), statistics.median(host), backend
 
 
-def main() -> None:
+TARGET_RATIO = 20.0
+"""Our Tag's target: at least this many times WarpDrive's rate, in every case."""
+
+
+def ratio_rows(rows: list[dict], peers: list[dict]) -> list[dict]:
+    """One row per (case, our actions) that WarpDrive has too: our env-steps/s, WarpDrive's in
+    its trainer's form (sampler + step) and its step alone, and ours over each."""
+    out = []
+    for peer in peers:
+        for row in rows:
+            if row["case"] != peer["case"]:
+                continue
+            trainer = peer["trainer"]["env_steps_per_s"]
+            step = peer["step_only"]["env_steps_per_s"]
+            out.append(dict(case=row["case"], actions=row["actions"],
+                            ours=row["env_steps_per_s"], warpdrive=trainer,
+                            ratio=row["env_steps_per_s"] / trainer, warpdrive_step=step,
+                            ratio_step=row["env_steps_per_s"] / step))
+    return out
+
+
+def format_ratios(ratios: list[dict]) -> list[str]:
+    """The ``--vs warpdrive`` table: env-steps/s and ratios, one line per row."""
+    lines = [f"{'case':14s} {'ours (actions)':>24s} {'WarpDrive sampler+step':>22s} "
+             f"{'ratio':>8s} {'WarpDrive step':>15s} {'ratio':>8s}"]
+    for r in ratios:
+        ours = f"{r['ours']:,.0f} ({r['actions']})"
+        lines.append(f"{r['case']:14s} {ours:>24s} {r['warpdrive']:22,.0f} "
+                     f"{r['ratio']:7.1f}x {r['warpdrive_step']:15,.0f} {r['ratio_step']:7.1f}x")
+    return lines
+
+
+def plot_ratios(ratios: list[dict], path: str) -> None:
+    """Bars of our rate over WarpDrive's per case (log scale), both WarpDrive forms and each
+    of our action sources, with the target line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(r["case"] for r in ratios))
+    series = [(actions, key, label) for actions in dict.fromkeys(r["actions"] for r in ratios)
+              for key, label in (("ratio", "WarpDrive sampler+step"),
+                                 ("ratio_step", "WarpDrive step alone"))]
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, (actions, key, label) in enumerate(series):
+        values = {r["case"]: r[key] for r in ratios if r["actions"] == actions}
+        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(cases))]
+        ax.bar(xs, [values.get(case, 0) for case in cases], width,
+               label=f"ours ({actions} actions) / {label}")
+    ax.axhline(TARGET_RATIO, color="black", linestyle="--", linewidth=1,
+               label=f"target {TARGET_RATIO:g}x")
+    ax.set_xticks(range(len(cases)), [c.removeprefix("tag ") for c in cases])
+    ax.set_yscale("log")
+    ax.set_xlabel("games x agents")
+    ax.set_ylabel("our env-steps/s over WarpDrive's")
+    ax.set_title("Tag: ours over WarpDrive 2.7.1, one process")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def time_warpdrive(cases, steps: int, repeats: int) -> list[dict]:
+    """WarpDrive on the continuous cases it can run (one block a game), one record each."""
+    from gpu_vecenv.envs.tag import TagParams
+    from gpu_vecenv.warpdrive_peer import (
+        MAX_THREADS_PER_BLOCK,
+        curand_heap_bytes,
+        time_tag,
+        warpdrive_problem,
+    )
+
+    problem = warpdrive_problem()
+    if problem:
+        print(f"WarpDrive not timed: {problem}")
+        return []
+    runnable = []
+    for label, cls, games, params in cases:
+        agents = params.get("num_taggers", 0) + params.get("num_runners", 0)
+        if cls is not TagVectorEnv:
+            continue
+        if agents > MAX_THREADS_PER_BLOCK:
+            print(f"{label}: WarpDrive not timed (more than {MAX_THREADS_PER_BLOCK} agents a "
+                  "game needs its multi-block mode)")
+            continue
+        runnable.append((label, games, TagParams.warpdrive_training(**tag_params(params))))
+    heap = curand_heap_bytes(sum(games * p.num_agents for _, games, p in runnable))
+    peers = []
+    for label, games, params in runnable:
+        try:
+            record = time_tag(games, params, steps, repeats, heap)
+        except Exception as exc:  # noqa: BLE001 (PyCUDA's and nvcc's own errors)
+            print(f"{label}: WarpDrive failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+            continue
+        peers.append(dict(record, case=label))
+        print(f"{label}: WarpDrive {record['trainer']['env_steps_per_s']:,.0f} env-steps/s "
+              f"(sampler+step), {record['step_only']['env_steps_per_s']:,.0f} (step alone), "
+              f"{record['steps']} steps x {repeats}, {record['registers']} registers"
+              + (f" (cap {record['register_cap']})" if record["register_cap"] else ""))
+    return peers
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs, median (default 5)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--case", default=None,
                         help="run only these cases, comma-separated, e.g. 'tag 1x5,grid 1x5'")
+    parser.add_argument("--actions", choices=[*ACTIONS, "both"], default="pool",
+                        help="our actions: a pool drawn beforehand (default), a draw on the "
+                             "device every step, or both")
+    parser.add_argument("--vs", choices=["warpdrive"], default=None,
+                        help="also time WarpDrive's Tag on the continuous cases, this process")
+    parser.add_argument("--plot", default=None, metavar="PATH",
+                        help="with --vs warpdrive: a PNG of our rate over WarpDrive's per case")
     parser.add_argument("--cprofile", action="store_true", help="cProfile the step() calls")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.plot and not args.vs:
+        parser.error("--plot draws the --vs warpdrive ratios: give --vs warpdrive")
+    if args.case:
+        wanted = args.case.split(",")
+        unknown = set(wanted) - {c[0] for c in CASES}
+        if unknown:
+            parser.error(f"unknown cases {sorted(unknown)}; known: {[c[0] for c in CASES]}")
+    args.action_sources = list(ACTIONS) if args.actions == "both" else [args.actions]
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     device = torch.device(args.device)
     if args.case:
         wanted = args.case.split(",")
@@ -125,27 +277,39 @@ def main() -> None:
         return
     bandwidth = copy_bandwidth(device)
     print(f"device copy bandwidth: {bandwidth / 1e12:.2f} TB/s")
-    print(f"{'case':14s} {'env-steps/s':>14s} {'agent-steps/s':>15s} {'us/step':>9s} "
-          f"{'host us':>8s} {'kernels us':>10s} {'MB/step':>9s} {'% of copy bw':>12s}")
+    print(f"{'case':14s} {'actions':>8s} {'env-steps/s':>14s} {'agent-steps/s':>15s} "
+          f"{'us/step':>9s} {'host us':>8s} {'kernels us':>10s} {'MB/step':>9s} "
+          f"{'% of copy bw':>12s}")
     rows = []
     for label, cls, games, params in CASES:
-        env, seconds, host, backend = time_case(cls, games, params, device, args.backend,
-                                                args.steps)
-        moved = bytes_per_step(env)
-        row = dict(case=label, games=games, agents=env.num_agents,
-                   env_steps_per_s=games / seconds, agent_steps_per_s=env.num_envs / seconds,
-                   us_per_step=seconds * 1e6, host_us_per_step=host * 1e6,
-                   backend_us_per_step=backend * 1e6, bytes_per_step=moved,
-                   fraction_of_copy_bw=moved / seconds / bandwidth)
-        rows.append(row)
-        print(f"{label:14s} {row['env_steps_per_s']:14,.0f} {row['agent_steps_per_s']:15,.0f} "
-              f"{row['us_per_step']:9.1f} {host * 1e6:8.1f} {backend * 1e6:10.1f} "
-              f"{moved / 1e6:9.2f} "
-              f"{100 * row['fraction_of_copy_bw']:11.1f}%")
-        env.close()
+        for actions in args.action_sources:
+            env, seconds, host, backend = time_case(cls, games, params, device, args.backend,
+                                                    args.steps, args.repeats, actions)
+            moved = bytes_per_step(env)
+            row = dict(case=label, actions=actions, games=games, agents=env.num_agents,
+                       env_steps_per_s=games / seconds, agent_steps_per_s=env.num_envs / seconds,
+                       us_per_step=seconds * 1e6, host_us_per_step=host * 1e6,
+                       backend_us_per_step=backend * 1e6, bytes_per_step=moved,
+                       fraction_of_copy_bw=moved / seconds / bandwidth)
+            rows.append(row)
+            print(f"{label:14s} {actions:>8s} {row['env_steps_per_s']:14,.0f} "
+                  f"{row['agent_steps_per_s']:15,.0f} {row['us_per_step']:9.1f} "
+                  f"{host * 1e6:8.1f} {backend * 1e6:10.1f} {moved / 1e6:9.2f} "
+                  f"{100 * row['fraction_of_copy_bw']:11.1f}%")
+            env.close()
+    result = dict(copy_bandwidth=bandwidth, rows=rows)
+    if args.vs == "warpdrive":
+        # after all of ours: WarpDrive's heap and modules then weigh on none of our figures
+        peers = time_warpdrive(CASES, args.steps, args.repeats)
+        ratios = ratio_rows(rows, peers)
+        print("\n".join(format_ratios(ratios)))
+        result.update(warpdrive=peers, ratios=ratios)
+        if args.plot and ratios:
+            plot_ratios(ratios, args.plot)
+            print(f"wrote {args.plot}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(copy_bandwidth=bandwidth, rows=rows), f, indent=1)
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

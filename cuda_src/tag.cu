@@ -16,6 +16,7 @@
 #include "common/rng.cuh"
 
 #define TAG_MAX_OBSERVED 32  // the largest K (num_other_agents_observed) a kernel keeps
+#define TAG_QUEUE 8          // candidates a thread queues before inserting them (see below)
 
 // An observation holds, per observed other agent, these features (feature-major: all
 // others' values of feature 0, then of feature 1, ...), then the time and the own role.
@@ -92,6 +93,58 @@ struct TagOutputs {
   bool* active;               // (G*A,) the slot's observation is live after this step
 };
 
+// The launch's dynamic shared memory in bytes (the host sizes it: tag_shared_bytes in
+// envs/tag.py).
+__device__ __forceinline__ unsigned dynamic_shared_bytes() {
+  unsigned bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+}
+
+// The largest v of the warp's 32 lanes (all of them call it).
+__device__ __forceinline__ int warp_max(int v) {
+#if __CUDA_ARCH__ >= 800
+  return (int)__reduce_max_sync(0xffffffffu, (unsigned)v);
+#else
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+#endif
+}
+
+// Row stride of the staged observation rows, in floats: obs_dim made odd, so the threads
+// of a warp writing the same feature of their rows hit 32 different banks.
+__device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_dim | 1; }
+
+// The block's dynamic shared memory, T = blockDim.x entries per array:
+//   tile   float4[T]  positions and flags of a tile of the game's agents (float2 for the
+//                     tag search's taggers)
+//   motion float4[T]  speed, acceleration, direction (partial observations, one tile)
+//   queue  float2[TAG_QUEUE * T]  (squared distance, id) a thread's queued candidates,
+//                     entry q of thread t at q * T + t
+//   stage  float[T * stage_stride]  the block's observation rows, when the launch has
+//                     room for them (staged)
+struct TagShared {
+  float4* tile;
+  float4* motion;
+  float2* queue;
+  float* stage;
+  bool staged;
+};
+
+__device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
+  extern __shared__ float4 tag_dynamic_shared[];
+  const unsigned T = blockDim.x;
+  TagShared sh;
+  sh.tile = tag_dynamic_shared;
+  sh.motion = tag_dynamic_shared + T;
+  sh.queue = reinterpret_cast<float2*>(tag_dynamic_shared + 2 * T);
+  sh.stage = reinterpret_cast<float*>(sh.queue + TAG_QUEUE * T);
+  const unsigned base = T * (2 * sizeof(float4) + TAG_QUEUE * sizeof(float2));
+  sh.staged = dynamic_shared_bytes() >= base + T * (unsigned)stage_stride(c) * sizeof(float);
+  return sh;
+}
+
 // Fresh start of one agent: words 0, 1, 2 of Philox block `a` (x, y, direction).
 __device__ void reset_agent(const TagConsts& c, const TagState& s, const TagBuffers& b,
                             const Agent& ag) {
@@ -162,7 +215,7 @@ __device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffe
 // Every thread of the block runs the tile loop (it holds barriers); only runners use it.
 __device__ void phase_tag(const TagConsts& c, const TagState& s, const TagBuffers& b,
                           const TagOutputs& o, const Agent& ag, int mode) {
-  __shared__ float2 tile[GV_GAME_MAX_BLOCK];
+  float2* tile = reinterpret_cast<float2*>(tag_shared(c).tile);
   const long long game = (long long)ag.g * c.num_agents;
   const bool stepping = gv_game_stepping(b, ag.g, mode);
   const bool runner = ag.on && ag.a >= c.num_taggers && stepping && s.in_game[ag.slot] != 0;
@@ -281,16 +334,23 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
 // Partial observation: the K nearest others still in the game, by increasing squared
 // distance, lower index first on ties (as a stable sort), zero-padded. The sorted list
 // lives in registers (kMax >= K slots, fully unrolled); candidates come through shared
-// memory tiles of the game's positions. Every thread runs the tile loop (it holds barriers).
-// When the whole game fits one tile (A <= blockDim.x), the tile also holds every agent's
-// other features, and the chosen others are read from it instead of global memory.
-// kWide: scan four candidates at a time (for launches of few blocks, where the scan's
-// latency is the limit); otherwise one at a time (fewer registers, more blocks per SM).
+// memory tiles of the game's positions. Every thread runs the tile loop (it holds barriers
+// and warp votes). When the whole game fits one tile (A <= blockDim.x), the tile also holds
+// every agent's other features, and the chosen others are read from it.
+//
+// The scan is sequential per thread, in increasing id, and inserts a candidate when it
+// beats the K-th best so far. A warp would run the insertion (kMax slots of compares and
+// selects) whenever any of its lanes needs it, i.e. for nearly every candidate; so each
+// thread first queues the candidates that beat its K-th best (TAG_QUEUE of them, in shared
+// memory, in scan order), and the warp inserts the queues together once some lane's is
+// full, re-checking each against the K-th best by then. The inserts happen in the same
+// order with the same outcome as inserting at once: a candidate left out of the queue did
+// not beat an older, larger K-th best.
+// kWide: check four candidates between queue checks (for launches of few blocks, where the
+// scan's latency is the limit); otherwise one at a time (fewer registers).
 template <int kMax, bool kWide>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
-                                bool visible, float* row) {
-  __shared__ float4 tile[GV_GAME_MAX_BLOCK];
-  __shared__ float4 motion[GV_GAME_MAX_BLOCK];  // speed, acceleration, direction (one tile)
+                                const TagShared& sh, bool visible, float* row) {
   float best[kMax];
   int chosen[kMax];
 #pragma unroll
@@ -304,69 +364,87 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const long long game = (long long)ag.g * c.num_agents;
   const bool one_tile = c.num_agents <= (int)blockDim.x;
   const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
+  const unsigned T = blockDim.x;
+  float2* queue = sh.queue + threadIdx.x;  // entry q at queue[q * T]
+  int queued = 0;
   float worst = INFINITY;  // best[K - 1]
-  for (int start = 0; start < c.num_agents; start += blockDim.x) {
-    __syncthreads();
-    const int k = start + threadIdx.x;
-    if (k < c.num_agents) {
-      tile[threadIdx.x] = make_float4(s.x[game + k], s.y[game + k],
-                                      s.in_game[game + k] != 0 ? 1.0f : 0.0f, 0.0f);
-      if (one_tile) {
-        motion[threadIdx.x] = make_float4(s.speed[game + k], s.acceleration[game + k],
-                                          s.direction[game + k], 0.0f);
+  auto insert = [&](float d2, int id) {
+#pragma unroll
+    for (int p = kMax - 1; p > 0; --p) {
+      if (d2 < best[p - 1]) {
+        best[p] = best[p - 1];
+        chosen[p] = chosen[p - 1];
+      } else if (d2 < best[p]) {
+        best[p] = d2;
+        chosen[p] = id;
       }
     }
-    __syncthreads();
-    if (!want) continue;
-    const int count = min((int)blockDim.x, c.num_agents - start);
-    const int self = ag.a - start;
-    // Squared distance of tile entry j, +inf for oneself and agents out of the game.
-    auto distance2 = [&](int j) {
-      const float4 other = tile[j];
-      const float dx = other.x - x;
-      const float dy = other.y - y;
-      const float d2 = dx * dx + dy * dy;
-      return (other.z == 0.0f || j == self) ? INFINITY : d2;
-    };
-    auto insert = [&](float d2, int id) {
-#pragma unroll
-      for (int p = kMax - 1; p > 0; --p) {
-        if (d2 < best[p - 1]) {
-          best[p] = best[p - 1];
-          chosen[p] = chosen[p - 1];
-        } else if (d2 < best[p]) {
-          best[p] = d2;
-          chosen[p] = id;
-        }
-      }
-      if (d2 < best[0]) {
-        best[0] = d2;
-        chosen[0] = id;
-      }
+    if (d2 < best[0]) {
+      best[0] = d2;
+      chosen[0] = id;
+    }
+    if (K == kMax) {
+      worst = best[kMax - 1];
+    } else {
 #pragma unroll
       for (int p = 0; p < kMax; ++p) {
         if (p == K - 1) worst = best[p];
       }
-    };
-    int j = 0;
-    // Four candidates at a time: independent loads and arithmetic hide the latency; the
-    // common case (none beats the K-th best) costs one comparison.
-    for (; kWide && j + 4 <= count; j += 4) {
-      const float d0 = distance2(j), d1 = distance2(j + 1);
-      const float d2 = distance2(j + 2), d3 = distance2(j + 3);
-      if (!(fminf(fminf(d0, d1), fminf(d2, d3)) < worst)) continue;
+    }
+  };
+  // Inserts the queued candidates, oldest first; the warp loops as long as its longest queue.
+  auto drain = [&]() {
+    const int rounds = warp_max(queued);
 #pragma unroll 1
-      for (int q = 0; q < 4; ++q) {  // one copy of the insertion code
-        const float d = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
-        if (d < worst) insert(d, start + j + q);
+    for (int q = 0; q < rounds; ++q) {
+      if (q < queued) {
+        const float2 entry = queue[q * T];
+        if (entry.x < worst) insert(entry.x, __float_as_int(entry.y));
       }
     }
+    queued = 0;
+  };
+  for (int start = 0; start < c.num_agents; start += blockDim.x) {
+    __syncthreads();
+    const int k = start + threadIdx.x;
+    if (k < c.num_agents) {
+      sh.tile[threadIdx.x] = make_float4(s.x[game + k], s.y[game + k],
+                                         s.in_game[game + k] != 0 ? 1.0f : 0.0f, 0.0f);
+      if (one_tile) {
+        sh.motion[threadIdx.x] = make_float4(s.speed[game + k], s.acceleration[game + k],
+                                             s.direction[game + k], 0.0f);
+      }
+    }
+    __syncthreads();
+    const int count = min((int)blockDim.x, c.num_agents - start);
+    const int self = ag.a - start;
+    // Squared distance of tile entry j, +inf for oneself, agents out of the game, and
+    // everyone when this thread wants no observation.
+    auto distance2 = [&](int j) {
+      const float4 other = sh.tile[j];
+      const float dx = other.x - x;
+      const float dy = other.y - y;
+      const float d2 = dx * dx + dy * dy;
+      return (!want || other.z == 0.0f || j == self) ? INFINITY : d2;
+    };
+    auto offer = [&](float d2, int id) {
+      if (d2 < worst) {
+        queue[queued * T] = make_float2(d2, __int_as_float(id));
+        ++queued;
+      }
+    };
+    constexpr int kStride = kWide ? 4 : 1;
 #pragma unroll 1
-    for (; j < count; ++j) {
-      const float d = distance2(j);
-      if (d < worst) insert(d, start + j);
+    for (int j = 0; j < count; j += kStride) {
+      // Room for kStride more in every lane's queue (a warp-uniform branch).
+      if (__any_sync(0xffffffffu, queued > TAG_QUEUE - kStride)) drain();
+#pragma unroll
+      for (int q = 0; q < kStride; ++q) {
+        if (j + q < count) offer(distance2(j + q), start + j + q);
+      }
     }
   }
+  drain();
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
@@ -381,7 +459,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       continue;
     }
     if (one_tile) {  // the same values as normalised(), from the tile
-      const float4 place = tile[chosen[k]], move = motion[chosen[k]];
+      const float4 place = sh.tile[chosen[k]], move = sh.motion[chosen[k]];
       theirs[0] = place.x / c.position_scale;
       theirs[1] = place.y / c.position_scale;
       theirs[2] = move.x / c.speed_scale;
@@ -398,40 +476,27 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   write_tail(c, s, ag, playing, row);
 }
 
-// The launch's dynamic shared memory in bytes: nonzero when the host sized it to stage the
-// block's observation rows (tag_stage_bytes in envs/tag.py).
-__device__ __forceinline__ unsigned dynamic_shared_bytes() {
-  unsigned bytes;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
-  return bytes;
-}
-
-// Row stride of the staged rows, in floats: obs_dim made odd, so the threads of a warp
-// writing the same feature of their rows hit 32 different banks.
-__device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_dim | 1; }
-
 // Writes the observation row of one agent (zeros where the slot shows none). Every
 // thread of the block must call it (the partial mode's tiles and the staging hold
 // barriers). kMax = 0: full observations; else partial ones with K <= kMax.
 //
-// With enough dynamic shared memory, each thread writes its row there and the block then
-// copies its rows out together: they are consecutive slots, so the block's part of `out`
-// is one contiguous span, written with consecutive threads on consecutive words.
-// Otherwise each thread writes its row straight to global memory (a stride of obs_dim
-// floats between the threads of a warp: 32 sectors per store instruction).
+// When the launch has room (TagShared::staged), each thread writes its row to shared
+// memory and the block then copies its rows out together: they are consecutive slots, so
+// the block's part of `out` is one contiguous span, written with consecutive threads on
+// consecutive words. Otherwise each thread writes its row straight to global memory (a
+// stride of obs_dim floats between the threads of a warp: 32 sectors per store).
 template <int kMax, bool kWide>
 __device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
                                   bool visible, float* out) {
-  extern __shared__ float stage[];
+  const TagShared sh = tag_shared(c);
   const int D = c.obs_dim, S = stage_stride(c);
-  const bool staged = dynamic_shared_bytes() >= blockDim.x * (unsigned)S * sizeof(float);
-  float* row = staged ? stage + threadIdx.x * S : out + ag.slot * (long long)D;
+  float* row = sh.staged ? sh.stage + threadIdx.x * S : out + ag.slot * (long long)D;
   if constexpr (kMax == 0) {
     observe_full(c, s, ag, visible, row);
   } else {
-    observe_partial<kMax, kWide>(c, s, ag, visible, row);
+    observe_partial<kMax, kWide>(c, s, ag, sh, visible, row);
   }
-  if (!staged) return;
+  if (!sh.staged) return;
   __syncthreads();
   const int first = ag.a - (int)threadIdx.x;  // the block's first agent
   const int rows = min((int)blockDim.x, c.num_agents - first);
@@ -441,7 +506,7 @@ __device__ void write_observation(const TagConsts& c, const TagState& s, const A
   const int step_rows = blockDim.x / D, step_features = blockDim.x % D;
   int r = threadIdx.x / D, f = threadIdx.x % D;
   for (int e = threadIdx.x; e < total; e += blockDim.x) {
-    span[e] = stage[r * S + f];
+    span[e] = sh.stage[r * S + f];
     r += step_rows;
     f += step_features;
     if (f >= D) {

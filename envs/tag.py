@@ -477,24 +477,22 @@ def kernel_buffers(params: TagParams, games: int, device: torch.device,
             torch.as_tensor(params.turn_table, device=device)]
 
 
-MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
-STATIC_SHARED_BYTES = MAX_BLOCK * (16 + 16 + 8)
-"""The Tag kernels' static shared memory: two float4 tiles (partial observations) and one
-float2 tile (the tag search), of GV_GAME_MAX_BLOCK entries each."""
-STAGE_LIMIT_BYTES = 96 * 1024
-"""The most dynamic shared memory a block takes to stage its observation rows."""
+QUEUE = int_constant("tag.cu", "TAG_QUEUE")
+STAGE_LIMIT_BYTES = 100 * 1024
+"""The most dynamic shared memory a block takes when it stages its observation rows."""
 
 
-def stage_bytes(params: TagParams, block: int, device: torch.device) -> int:
-    """Dynamic shared memory per block for staging the block's observation rows
-    (``write_observation`` in ``tag.cu``): ``block`` rows of ``obs_dim | 1`` floats, so the
-    block writes its rows to global memory as one contiguous span; 0 (each thread writes
-    its own row) where that exceeds :data:`STAGE_LIMIT_BYTES` or the device's opt-in limit
-    beside the kernels' static shared memory."""
-    wanted = block * (params.obs_dim | 1) * 4
+def shared_bytes(params: TagParams, block: int, device: torch.device) -> int:
+    """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag.cu``):
+    per thread two float4 tile entries and ``TAG_QUEUE`` queued candidates, plus, where it
+    fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
+    ``obs_dim | 1`` floats for staging the block's observation rows (so the block writes
+    them to global memory as one contiguous span)."""
+    base = block * (2 * 16 + QUEUE * 8)
+    staged = base + block * (params.obs_dim | 1) * 4
     props = torch.cuda.get_device_properties(device)
-    limit = getattr(props, "shared_memory_per_block_optin", 48 * 1024) - STATIC_SHARED_BYTES
-    return wanted if wanted <= min(STAGE_LIMIT_BYTES, limit) else 0
+    limit = min(STAGE_LIMIT_BYTES, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
+    return staged if staged <= limit else base
 
 
 def check_kernel_params(params: TagParams) -> None:
@@ -510,7 +508,7 @@ KERNEL_BINDING = GameKernelBinding(
     kernel_name=kernel_name,
     kernels=KERNELS,
     kernel_flags=kernel_flags,
-    shared_bytes=stage_bytes,
+    shared_bytes=shared_bytes,
     check_params=check_kernel_params,
 )
 

@@ -16,7 +16,6 @@
 #include "common/rng.cuh"
 
 #define TAG_MAX_OBSERVED 32  // the largest K (num_other_agents_observed) a kernel keeps
-#define TAG_QUEUE 8          // candidates a thread queues before inserting them (see below)
 
 // An observation holds, per observed other agent, these features (feature-major: all
 // others' values of feature 0, then of feature 1, ...), then the time and the own role.
@@ -101,17 +100,6 @@ __device__ __forceinline__ unsigned dynamic_shared_bytes() {
   return bytes;
 }
 
-// The largest v of the warp's 32 lanes (all of them call it).
-__device__ __forceinline__ int warp_max(int v) {
-#if __CUDA_ARCH__ >= 800
-  return (int)__reduce_max_sync(0xffffffffu, (unsigned)v);
-#else
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-#endif
-}
-
 // Row stride of the staged observation rows, in floats: obs_dim made odd, so the threads
 // of a warp writing the same feature of their rows hit 32 different banks.
 __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_dim | 1; }
@@ -120,14 +108,11 @@ __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_d
 //   tile   float4[T]  positions and flags of a tile of the game's agents (float2 for the
 //                     tag search's taggers)
 //   motion float4[T]  speed, acceleration, direction (partial observations, one tile)
-//   queue  float2[TAG_QUEUE * T]  (squared distance, id) a thread's queued candidates,
-//                     entry q of thread t at q * T + t
 //   stage  float[T * stage_stride]  the block's observation rows, when the launch has
 //                     room for them (staged)
 struct TagShared {
   float4* tile;
   float4* motion;
-  float2* queue;
   float* stage;
   bool staged;
 };
@@ -138,9 +123,8 @@ __device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
   TagShared sh;
   sh.tile = tag_dynamic_shared;
   sh.motion = tag_dynamic_shared + T;
-  sh.queue = reinterpret_cast<float2*>(tag_dynamic_shared + 2 * T);
-  sh.stage = reinterpret_cast<float*>(sh.queue + TAG_QUEUE * T);
-  const unsigned base = T * (2 * sizeof(float4) + TAG_QUEUE * sizeof(float2));
+  sh.stage = reinterpret_cast<float*>(tag_dynamic_shared + 2 * T);
+  const unsigned base = T * 2 * sizeof(float4);
   sh.staged = dynamic_shared_bytes() >= base + T * (unsigned)stage_stride(c) * sizeof(float);
   return sh;
 }
@@ -338,16 +322,14 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
 // and warp votes). When the whole game fits one tile (A <= blockDim.x), the tile also holds
 // every agent's other features, and the chosen others are read from it.
 //
-// The scan is sequential per thread, in increasing id, and inserts a candidate when it
-// beats the K-th best so far. A warp would run the insertion (kMax slots of compares and
-// selects) whenever any of its lanes needs it, i.e. for nearly every candidate; so each
-// thread first queues the candidates that beat its K-th best (TAG_QUEUE of them, in shared
-// memory, in scan order), and the warp inserts the queues together once some lane's is
-// full, re-checking each against the K-th best by then. The inserts happen in the same
-// order with the same outcome as inserting at once: a candidate left out of the queue did
-// not beat an older, larger K-th best.
-// kWide: check four candidates between queue checks (for launches of few blocks, where the
-// scan's latency is the limit); otherwise one at a time (fewer registers).
+// Each thread scans the candidates in increasing id and inserts one when it beats its K-th
+// best so far. In a warp some lane nearly always does, so the insertion is written without
+// branches (compares and selects over the kMax slots; a candidate that does not beat the
+// K-th best is inserted as +inf, which changes nothing) and runs for the whole warp
+// whenever any lane needs it: one warp-uniform branch per candidate instead of divergent
+// ones per slot.
+// kWide: scan four candidates at a time (for launches of few blocks, where the scan's
+// latency is the limit); otherwise one at a time (fewer registers, more blocks per SM).
 template <int kMax, bool kWide>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
                                 const TagShared& sh, bool visible, float* row) {
@@ -364,45 +346,26 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const long long game = (long long)ag.g * c.num_agents;
   const bool one_tile = c.num_agents <= (int)blockDim.x;
   const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
-  const unsigned T = blockDim.x;
-  float2* queue = sh.queue + threadIdx.x;  // entry q at queue[q * T]
-  int queued = 0;
   float worst = INFINITY;  // best[K - 1]
+  // Inserts (d2, id) into the sorted list, keeping the first of equal distances first
+  // (candidates come in increasing id); d2 = +inf changes nothing.
   auto insert = [&](float d2, int id) {
 #pragma unroll
     for (int p = kMax - 1; p > 0; --p) {
-      if (d2 < best[p - 1]) {
-        best[p] = best[p - 1];
-        chosen[p] = chosen[p - 1];
-      } else if (d2 < best[p]) {
-        best[p] = d2;
-        chosen[p] = id;
-      }
+      const bool shift = d2 < best[p - 1];
+      const bool here = d2 < best[p];
+      best[p] = shift ? best[p - 1] : (here ? d2 : best[p]);
+      chosen[p] = shift ? chosen[p - 1] : (here ? id : chosen[p]);
     }
-    if (d2 < best[0]) {
-      best[0] = d2;
-      chosen[0] = id;
-    }
+    const bool first = d2 < best[0];
+    best[0] = first ? d2 : best[0];
+    chosen[0] = first ? id : chosen[0];
     if (K == kMax) {
       worst = best[kMax - 1];
     } else {
 #pragma unroll
-      for (int p = 0; p < kMax; ++p) {
-        if (p == K - 1) worst = best[p];
-      }
+      for (int p = 0; p < kMax; ++p) worst = p == K - 1 ? best[p] : worst;
     }
-  };
-  // Inserts the queued candidates, oldest first; the warp loops as long as its longest queue.
-  auto drain = [&]() {
-    const int rounds = warp_max(queued);
-#pragma unroll 1
-    for (int q = 0; q < rounds; ++q) {
-      if (q < queued) {
-        const float2 entry = queue[q * T];
-        if (entry.x < worst) insert(entry.x, __float_as_int(entry.y));
-      }
-    }
-    queued = 0;
   };
   for (int start = 0; start < c.num_agents; start += blockDim.x) {
     __syncthreads();
@@ -418,33 +381,34 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     __syncthreads();
     const int count = min((int)blockDim.x, c.num_agents - start);
     const int self = ag.a - start;
-    // Squared distance of tile entry j, +inf for oneself, agents out of the game, and
-    // everyone when this thread wants no observation.
-    auto distance2 = [&](int j) {
+    // Squared distance of tile entry j if it beats the K-th best, else +inf (also for
+    // oneself, agents out of the game, and everyone when this thread wants no observation).
+    auto candidate = [&](int j) {
       const float4 other = sh.tile[j];
       const float dx = other.x - x;
       const float dy = other.y - y;
       const float d2 = dx * dx + dy * dy;
-      return (!want || other.z == 0.0f || j == self) ? INFINITY : d2;
+      return (!want || other.z == 0.0f || j == self || !(d2 < worst)) ? INFINITY : d2;
     };
-    auto offer = [&](float d2, int id) {
-      if (d2 < worst) {
-        queue[queued * T] = make_float2(d2, __int_as_float(id));
-        ++queued;
-      }
-    };
-    constexpr int kStride = kWide ? 4 : 1;
+    int j = 0;
+    // Four candidates at a time: independent loads and arithmetic hide the latency.
+    for (; kWide && j + 4 <= count; j += 4) {
+      const float d0 = candidate(j), d1 = candidate(j + 1);
+      const float d2 = candidate(j + 2), d3 = candidate(j + 3);
+      if (!__any_sync(0xffffffffu, fminf(fminf(d0, d1), fminf(d2, d3)) < INFINITY)) continue;
 #pragma unroll 1
-    for (int j = 0; j < count; j += kStride) {
-      // Room for kStride more in every lane's queue (a warp-uniform branch).
-      if (__any_sync(0xffffffffu, queued > TAG_QUEUE - kStride)) drain();
-#pragma unroll
-      for (int q = 0; q < kStride; ++q) {
-        if (j + q < count) offer(distance2(j + q), start + j + q);
+      for (int q = 0; q < 4; ++q) {  // one copy of the insertion code
+        const float d = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
+        // worst may have dropped since d was checked against it
+        if (__any_sync(0xffffffffu, d < worst)) insert(d < worst ? d : INFINITY, start + j + q);
       }
     }
+#pragma unroll 1
+    for (; j < count; ++j) {
+      const float d = candidate(j);
+      if (__any_sync(0xffffffffu, d < INFINITY)) insert(d, start + j);
+    }
   }
-  drain();
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];

@@ -477,18 +477,17 @@ def kernel_buffers(params: TagParams, games: int, device: torch.device,
             torch.as_tensor(params.turn_table, device=device)]
 
 
-QUEUE = int_constant("tag.cu", "TAG_QUEUE")
 STAGE_LIMIT_BYTES = 100 * 1024
 """The most dynamic shared memory a block takes when it stages its observation rows."""
 
 
 def shared_bytes(params: TagParams, block: int, device: torch.device) -> int:
     """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag.cu``):
-    per thread two float4 tile entries and ``TAG_QUEUE`` queued candidates, plus, where it
+    per thread two float4 tile entries, plus, where it
     fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
     ``obs_dim | 1`` floats for staging the block's observation rows (so the block writes
     them to global memory as one contiguous span)."""
-    base = block * (2 * 16 + QUEUE * 8)
+    base = block * 2 * 16
     staged = base + block * (params.obs_dim | 1) * 4
     props = torch.cuda.get_device_properties(device)
     limit = min(STAGE_LIMIT_BYTES, getattr(props, "shared_memory_per_block_optin", 48 * 1024))

@@ -43,7 +43,9 @@ class DeferredErrors:
         self._host: torch.Tensor | None = None
         self._event = None
         self._steps_to_copy = 0
-        self._copy_in_flight = False
+        self.may_report = not asynchronous
+        """False while :meth:`take` with ``sync=False`` would certainly return 0 (no copy
+        of the count is on its way): ``step()`` then skips calling it."""
         if asynchronous:
             self._host = torch.zeros((), dtype=torch.int32, pin_memory=True)
             self._event = torch.cuda.Event()
@@ -59,7 +61,7 @@ class DeferredErrors:
         self._steps_to_copy = ERROR_FLAG_INTERVAL
         self._host.copy_(self.error_count, non_blocking=True)
         self._event.record()
-        self._copy_in_flight = True
+        self.may_report = True
         return False
 
     def take(self, sync: bool) -> int:
@@ -67,9 +69,9 @@ class DeferredErrors:
         if there were any. With ``sync=False`` only a copy that has already reached the
         host is looked at (0 if none has, or while a graph is being captured)."""
         if self._host is not None and not sync:
-            if not self._copy_in_flight or _capturing(self.device) or not self._event.query():
+            if not self.may_report or _capturing(self.device) or not self._event.query():
                 return 0
-            self._copy_in_flight = False
+            self.may_report = False
             if int(self._host) == 0:
                 return 0
         if sync and _capturing(self.device):

@@ -106,13 +106,14 @@ def stub_cuda(env, launch) -> None:
 
         backend = object.__new__(GameCudaBackend)
         backend.env, backend.device = None, env.device
-        backend._cached_outputs = (None, ())
+        backend._cached_outputs = (None, ())  # what step() read before StepOutputs.pointers
         backend.block, backend.blocks_per_game, backend.mode = 128, 1, 0
         head = (0.5,) * 12 + (64,) * 20
         backend._fn = _stub_kernel("f" * 12 + "P" * 20 + "P" * 6 + "PP" + "iiii", head,
                                    launch)
         backend._grid, backend._block_shape = (env.num_games, 1, 1), (128, 1, 1)
         backend._step_phases = STEP_PHASES
+        backend._single_launch_tail = (0, 1, 0, STEP_PHASES[0], STEP_PHASES[-1])
     else:
         from gpu_vecenv.backends.cuda import BLOCK_SIZE, CudaBackend
 
@@ -204,8 +205,9 @@ def parts(env, action_of, pool):
     converted = actions.convert(pool[0])
     uses_randint = action_of(0) is not action_of(0)
 
-    def errors_part(k):
-        env._check_deferred_errors(sync=False)
+    def errors_part(k):  # as step() does it (before DeferredErrors.may_report: always)
+        if getattr(errors, "may_report", True):
+            env._check_deferred_errors(sync=False)
         errors.after_step()
 
     result = {

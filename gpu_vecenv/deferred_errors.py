@@ -24,8 +24,13 @@ Envs that got an invalid action stay frozen meanwhile, so a later report loses n
 the copy and its event cost host time on every call that makes one."""
 
 
+_IS_CAPTURING = (getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+                 or torch.cuda.is_current_stream_capturing)
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _capturing(device: torch.device) -> bool:
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return device.type == "cuda" and _IS_CAPTURING()
 
 
 class DeferredErrors:
@@ -46,6 +51,8 @@ class DeferredErrors:
         self.may_report = not asynchronous
         """False while :meth:`take` with ``sync=False`` would certainly return 0 (no copy
         of the count is on its way): ``step()`` then skips calling it."""
+        self._device_index = self.device.index or 0
+        self._stream, self._stream_handle = None, None
         if asynchronous:
             self._host = torch.zeros((), dtype=torch.int32, pin_memory=True)
             self._event = torch.cuda.Event()
@@ -60,9 +67,19 @@ class DeferredErrors:
             return False
         self._steps_to_copy = ERROR_FLAG_INTERVAL
         self._host.copy_(self.error_count, non_blocking=True)
-        self._event.record()
+        self._event.record(self._current_stream())
         self.may_report = True
         return False
+
+    def _current_stream(self) -> torch.cuda.Stream:
+        """Torch's current stream, as a ``Stream`` object reused while its handle stays
+        the same (``torch.cuda.current_stream()`` costs several microseconds; an event
+        recorded on a ``Stream`` is recorded on its handle)."""
+        handle = _RAW_STREAM(self._device_index) if _RAW_STREAM is not None else None
+        if handle is None or handle != self._stream_handle:
+            self._stream = torch.cuda.current_stream(self.device)
+            self._stream_handle = handle
+        return self._stream
 
     def take(self, sync: bool) -> int:
         """The number of invalid actions counted since the last report, zeroing the count

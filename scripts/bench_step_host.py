@@ -129,7 +129,8 @@ def stub_cuda(env, launch) -> None:
     env.strict = False
     errors = env._errors
     errors._host = torch.zeros((), dtype=torch.int32)
-    errors._event = types.SimpleNamespace(record=lambda: None, query=lambda: True)
+    errors._event = types.SimpleNamespace(record=lambda stream=None: None, query=lambda: True)
+    errors._current_stream = lambda: None
 
 
 # -- the cases --

@@ -137,7 +137,9 @@ def _as_on_a_gpu(env):
     errors._host = torch.zeros((), dtype=torch.int32)
     errors.may_report = False
     state = types.SimpleNamespace(arrived=True, takes=0)
-    errors._event = types.SimpleNamespace(record=lambda: None, query=lambda: state.arrived)
+    errors._event = types.SimpleNamespace(record=lambda stream=None: None,
+                                          query=lambda: state.arrived)
+    errors._current_stream = lambda: None
     take = errors.take
 
     def counting_take(sync):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import torch
 
@@ -165,22 +166,23 @@ class OutputRing:
         return rows.pop()
 
     def _chunk(self) -> list[StepOutputs]:
+        """``steps`` rows, last first: one tensor per output, one view of each per row."""
         device, steps = self._args[2], self.steps
-        columns, addresses = [], []
+        views, addresses = [], []
         for shape, dtype in self._shapes:
             row = self._row_elements(shape, dtype)
             chunk = torch.empty(steps * row, dtype=dtype, device=device)
             strides = (row, 1) if len(shape) == 1 else (row, shape[1], 1)
-            columns.append(chunk.as_strided((steps, *shape), strides).unbind(0))
-            base, row_bytes = chunk.data_ptr(), row * dtype.itemsize
-            addresses.append([base + k * row_bytes for k in range(steps)])
-        final_obs = columns[4] if self._with_final_obs else (None,) * steps
-        active = columns[-1] if self._with_active else (None,) * steps
-        none = [0] * steps
-        final_obs_at = addresses[4] if self._with_final_obs else none
-        active_at = addresses[-1] if self._with_active else none
-        rows = [StepOutputs(*fields[:6], pointers=fields[6:]) for fields in zip(
-            *columns[:4], final_obs, active, *addresses[:4], final_obs_at, active_at,
-            strict=True)]
-        rows.reverse()  # handed out from the end: in address order
-        return rows
+            views.append(reversed(chunk.as_strided((steps, *shape), strides).unbind(0)))
+            row_bytes = row * dtype.itemsize
+            last = chunk.data_ptr() + (steps - 1) * row_bytes
+            addresses.append(range(last, last - steps * row_bytes, -row_bytes))
+        if not self._with_final_obs:
+            views.insert(4, repeat(None))
+            addresses.insert(4, repeat(0))
+        if not self._with_active:
+            views.append(repeat(None))
+            addresses.append(repeat(0))
+        rows = zip(*views, *addresses, strict=False)  # repeat(): as long as the others
+        return [StepOutputs(o, r, te, tr, f, a, (po, pr, pte, ptr, pf, pa))
+                for o, r, te, tr, f, a, po, pr, pte, ptr, pf, pa in rows]

@@ -21,6 +21,7 @@ CPU torch ops cost less than CUDA ones (no caching allocator, no stream), so com
 counts as well as microseconds.
 
     python scripts/bench_step_host.py [--device cuda] [--json out.json] [--case NAME,...]
+        [--compare earlier.json]
 """
 
 from __future__ import annotations
@@ -252,6 +253,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--case", default=None, help="comma-separated case labels")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--compare", default=None,
+                        help="a --json file of an earlier run (e.g. the commit before): "
+                             "print its figures beside this run's")
     args = parser.parse_args()
     device = torch.device(args.device)
     labels = args.case.split(",") if args.case else list(CASES)
@@ -288,6 +292,24 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=str(device), torch=torch.__version__, rows=rows), f, indent=1)
+    if args.compare:
+        compare(args.compare, rows)
+
+
+def compare(path: str, rows: list[dict]) -> None:
+    """This run's host us per step, torch ops and parts beside an earlier run's."""
+    with open(path) as f:
+        earlier = {row["case"]: row for row in json.load(f)["rows"]}
+    print(f"\n{'case':34s} {'us/step':>17s} {'torch ops':>13s}  parts (us): earlier -> now")
+    for row in rows:
+        old = earlier.get(row["case"])
+        if old is None:
+            continue
+        parts = ", ".join(f"{p} {old['parts_us'].get(p, float('nan')):.2f} -> {v:.2f}"
+                          for p, v in row["parts_us"].items() if p != "step")
+        print(f"{row['case']:34s} {old['host_us_per_step']:7.2f} -> "
+              f"{row['host_us_per_step']:6.2f} {old['torch_ops_per_step']:5.2f} -> "
+              f"{row['torch_ops_per_step']:4.2f}  {parts}")
 
 
 if __name__ == "__main__":

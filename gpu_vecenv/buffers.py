@@ -116,14 +116,18 @@ class OutputRing:
     """Fresh :class:`StepOutputs` for ``copy=True`` at a fraction of the allocator calls.
 
     Allocating a step's four to six outputs costs as many calls into torch's allocator
-    (each ~2-3 us of host time on a CUDA device, the largest part of a small env's
-    ``step()``). Where a step's outputs are small (at most :attr:`MAX_STEP_BYTES`), the
-    ring allocates them for :attr:`steps` steps at once, one tensor per output, and hands
-    out one row of each per step: every step gets memory no other step gets, so outputs
-    never alias earlier or later ones, exactly as with separate allocations.
+    (on a CUDA device ~2-3 us of host time each with their frees, the largest part of a
+    small env's ``step()``). Where at least two steps' outputs fit in
+    :attr:`MAX_CHUNK_BYTES` (up to 512 KiB a step: CartPole up to ~23k envs), the ring
+    allocates them for :attr:`steps` steps at once (at most :attr:`MAX_STEPS`), one
+    tensor per output, and hands out one row of each per step: every step gets memory
+    no other step gets, so outputs never alias earlier or later ones, exactly as with
+    separate allocations. A step then costs one view per output instead of one
+    allocation.
 
     The price: an output a caller keeps keeps its whole chunk alive (at most
-    :attr:`MAX_CHUNK_BYTES` of outputs, ``steps`` steps' worth), and its storage (what
+    :attr:`MAX_CHUNK_BYTES` of one output, ``steps`` steps' worth: who keeps one
+    observation in every 32 holds 32 times the memory), and its storage (what
     ``torch.save`` writes with it) is the chunk. Rows start :attr:`ALIGN_BYTES`-aligned.
     Larger outputs are allocated per step, as is everything while the current stream
     captures a CUDA graph (the graph's memory pool must own what its replays write).
@@ -131,6 +135,7 @@ class OutputRing:
 
     MAX_STEPS = 32
     MAX_CHUNK_BYTES = 1 << 20
+    """Bytes of all outputs of one chunk (its ``steps`` steps)."""
     ALIGN_BYTES = 64
 
     def __init__(self, n: int, obs_dim: int, device: torch.device, with_final_obs: bool,

@@ -110,6 +110,13 @@ class StepOutputs:
 
 
 _CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream(device_index: int) -> int:
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
 
 
 class OutputRing:
@@ -130,7 +137,10 @@ class OutputRing:
     observation in every 32 holds 32 times the memory), and its storage (what
     ``torch.save`` writes with it) is the chunk. Rows start :attr:`ALIGN_BYTES`-aligned.
     Larger outputs are allocated per step, as is everything while the current stream
-    captures a CUDA graph (the graph's memory pool must own what its replays write).
+    captures a CUDA graph (the graph's memory pool must own what its replays write). A
+    step on another stream than the chunk's starts a new chunk (a freed chunk is reused
+    on its own stream at once, so only that stream may write it, as with per-step
+    allocations).
     """
 
     MAX_STEPS = 32
@@ -152,6 +162,9 @@ class OutputRing:
                          for shape, dtype in self._shapes)
         self.steps = min(self.MAX_STEPS, self.MAX_CHUNK_BYTES // step_bytes)
         self._cuda = device.type == "cuda"
+        self._device_index = device.index or 0
+        self._stream: int | None = None
+        """The raw handle of the stream the current chunk was allocated on (CUDA)."""
         self._rows: list[StepOutputs] = []
 
     def _row_elements(self, shape: tuple[int, ...], dtype: torch.dtype) -> int:
@@ -161,8 +174,14 @@ class OutputRing:
 
     def next(self) -> StepOutputs:
         """A step's outputs, sharing memory with no other call's."""
-        if self._cuda and _CAPTURING is not None and _CAPTURING():
-            return StepOutputs.allocate(*self._args)
+        if self._cuda:
+            if _CAPTURING is not None and _CAPTURING():
+                return StepOutputs.allocate(*self._args)
+            stream = _current_stream(self._device_index)
+            if stream != self._stream:
+                # The caching allocator recycles a chunk on the stream it was allocated
+                # on, once freed: its rows are written on that stream only.
+                self._rows, self._stream = [], stream
         rows = self._rows
         if not rows:
             if self.steps < 2:

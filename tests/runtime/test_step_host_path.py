@@ -92,7 +92,7 @@ def test_ring_rows_are_aligned_and_their_pointers_right():
                                                     out.truncated, out.final_obs, out.active)])
 
 
-def test_large_outputs_and_graph_capture_allocate_per_step(monkeypatch):
+def test_large_outputs_graph_capture_and_streams(monkeypatch):
     big = OutputRing(OutputRing.MAX_CHUNK_BYTES // 4, 1, torch.device("cpu"), False)
     assert big.steps < 2
     a, b = big.next(), big.next()
@@ -105,7 +105,14 @@ def test_large_outputs_and_graph_capture_allocate_per_step(monkeypatch):
     captured = ring.next()
     assert captured.obs.untyped_storage().nbytes() == 16  # not a row of the chunk
     monkeypatch.setattr(buffers, "_CAPTURING", lambda: False)
-    assert ring.next().obs.untyped_storage().nbytes() > 16  # the chunk again
+    monkeypatch.setattr(buffers, "_RAW_STREAM", lambda index: 0)
+    first = ring.next()
+    assert first.obs.untyped_storage().nbytes() > 16  # a chunk again
+    assert ring.next().obs.untyped_storage().data_ptr() == \
+        first.obs.untyped_storage().data_ptr()
+    monkeypatch.setattr(buffers, "_RAW_STREAM", lambda index: 1234)  # another stream:
+    assert ring.next().obs.untyped_storage().data_ptr() != \
+        first.obs.untyped_storage().data_ptr()  # a chunk of its own
 
 
 def test_canonical_actions_pass_as_they_are_and_others_are_converted():

@@ -128,6 +128,12 @@ def stub_cuda(env, launch) -> None:
         backend._block = (BLOCK_SIZE, 1, 1)
     env.backend = backend
     env.strict = False
+    ring = getattr(env, "_output_ring", None)  # copy=True outputs (absent before the ring)
+    if ring is not None:  # its per-step checks as on a GPU: not capturing, stream 0
+        from gpu_vecenv import buffers
+
+        buffers._CAPTURING, buffers._RAW_STREAM = bool, abs  # bool() == False
+        ring._cuda = True
     errors = env._errors
     errors._host = torch.zeros((), dtype=torch.int32)
     errors._event = types.SimpleNamespace(record=lambda stream=None: None, query=lambda: True)

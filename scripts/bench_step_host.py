@@ -6,12 +6,14 @@ fresh ``torch.randint`` action drawn per step (a user's plain loop, ``copy=True`
 ``scripts/bench_tag.py``; ``copy=False`` and ``copy=True``).
 
 Per case: host microseconds per ``step()`` (median of ``--rounds`` interleaved rounds;
-on a GPU also the device time per step from CUDA events, so a host figure above it means
-the host is the bound), the torch ops one ``step()`` dispatches (``torch.profiler``, op
-names included), and a breakdown: each part of ``step()`` timed on its own in a loop of
-its own (``convert``: ``actions.convert``; ``outputs``: ``_fresh_outputs``; ``launch``:
-``backend.step``; ``errors``: the deferred invalid-action check and its flag copy;
-``info``: ``_step_info``), ``rest`` being the full call minus those.
+on a GPU in loops of ``--host-calls`` calls, short enough that the host never waits for
+the device, and also the time per step of a long loop from CUDA events: the step rate a
+loop gets, bound by the host or the device, whichever is slower), the torch ops one
+``step()`` dispatches (``torch.profiler``, op names included), and a breakdown: each
+part of ``step()`` timed on its own in a loop of its own (``convert``:
+``actions.convert``; ``outputs``: ``_fresh_outputs``; ``launch``: ``backend.step``;
+``errors``: the deferred invalid-action check and its flag copy; ``info``:
+``_step_info``), ``rest`` being the full call minus those.
 
 ``--device cpu`` measures the host side here, without a GPU: the CUDA backends are
 built as on a GPU except that the driver calls are stubbed (a launch calls a no-op C
@@ -255,7 +257,13 @@ def _nested(event) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--steps", type=int, default=5000, help="calls per timed loop")
+    parser.add_argument("--steps", type=int, default=5000,
+                        help="calls per timed loop (the device-time loop, and every loop "
+                             "on the CPU)")
+    parser.add_argument("--host-calls", type=int, default=400,
+                        help="on a GPU, calls per host-time loop: fewer than the launches "
+                             "the driver queues (~1,000), so the host never waits for the "
+                             "device, even where the device is the slower")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--case", default=None, help="comma-separated case labels")
     parser.add_argument("--json", default=None)
@@ -268,12 +276,13 @@ def main() -> None:
     launch = _noop_launch() if device.type == "cpu" else None
     envs = {label: make_case(label, device, launch) for label in labels}
     samples = collections.defaultdict(lambda: collections.defaultdict(list))
+    calls = args.host_calls if device.type == "cuda" else args.steps
     for _ in range(args.rounds):  # interleaved: host timings drift on shared machines
         for label, (env, action_of, pool) in envs.items():
             samples[label]["step"].append(
-                per_call_us(lambda k, e=env, a=action_of: e.step(a(k)), args.steps, device))
+                per_call_us(lambda k, e=env, a=action_of: e.step(a(k)), calls, device))
             for part, fn in parts(env, action_of, pool).items():
-                samples[label][part].append(per_call_us(fn, args.steps, device))
+                samples[label][part].append(per_call_us(fn, calls, device))
     rows = []
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
           f"{' (CUDA driver calls stubbed)' if device.type == 'cpu' else ''}; python "

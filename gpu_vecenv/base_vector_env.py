@@ -20,7 +20,7 @@ from gymnasium.vector.utils import batch_space
 
 from gpu_vecenv import seeding
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
-from gpu_vecenv.buffers import StepOutputs
+from gpu_vecenv.buffers import OutputRing, StepOutputs
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
 from gpu_vecenv.devices import resolve_device
 from gpu_vecenv.human_window import HumanWindow
@@ -97,6 +97,8 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         self._with_final_obs = self.autoreset_mode == AutoresetMode.SAME_STEP
         self._with_active = with_active
         self._outputs = self._allocate_outputs()
+        self._output_ring = OutputRing(self.num_envs, self.obs_dim, self.device,
+                                       self._with_final_obs, self._with_active)
 
     def _start(self) -> None:
         """Last: not yet seeded or reset; invalid actions counted on ``buffers``."""
@@ -110,8 +112,9 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
                                     self._with_final_obs, self._with_active)
 
     def _fresh_outputs(self) -> StepOutputs:
-        """New output tensors (``copy=True``) or the preallocated ones."""
-        return self._allocate_outputs() if self.copy else self._outputs
+        """New output tensors (``copy=True``: memory no other step's outputs share, see
+        :class:`~gpu_vecenv.buffers.OutputRing`) or the preallocated ones."""
+        return self._output_ring.next() if self.copy else self._outputs
 
     # -- spaces (batched lazily: a Box of 4M rows costs host memory and time) --
 
@@ -200,10 +203,15 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         :class:`~gpu_vecenv.actions.ActionChecker` for accepted forms). Returns ``(obs,
         reward, terminated, truncated, info)``; in SAME_STEP mode ``info`` holds
         ``final_obs``, ``_final_obs``, ``final_info`` and ``_final_info``."""
-        self._raise_if_closed()
+        # A small env's whole step() is ~10 us of host time: the common path below makes
+        # as few calls as it can (see "Where a 1-env step() goes" in docs/performance.md).
+        if self.closed:
+            self._raise_if_closed()
         if not self._has_reset:
             raise gym.error.ResetNeeded("call reset() before step()")
-        self._check_deferred_errors(sync=False)
+        errors = self._errors
+        if errors.may_report:
+            self._check_deferred_errors(sync=False)
         action = self.actions.convert(actions)
         if self.strict:
             valid = self.actions.valid_mask(action)
@@ -211,9 +219,9 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
                 raise InvalidActionError(
                     self.actions.describe_invalid(action, valid) + "; nothing was stepped"
                 )
-        out = self._fresh_outputs()
+        out = self._output_ring.next() if self.copy else self._outputs
         self.backend.step(action, out)
-        if self._errors.after_step():
+        if errors.after_step():
             self._check_deferred_errors(sync=True)
         if self._window is not None:
             self.render()
@@ -270,7 +278,7 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         self.backend = None
-        self._outputs = None
+        self._outputs = self._output_ring = None
         if self._window is not None:
             self._window.close()
 

@@ -24,8 +24,13 @@ Envs that got an invalid action stay frozen meanwhile, so a later report loses n
 the copy and its event cost host time on every call that makes one."""
 
 
+_IS_CAPTURING = (getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+                 or torch.cuda.is_current_stream_capturing)
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _capturing(device: torch.device) -> bool:
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return device.type == "cuda" and _IS_CAPTURING()
 
 
 class DeferredErrors:
@@ -43,7 +48,11 @@ class DeferredErrors:
         self._host: torch.Tensor | None = None
         self._event = None
         self._steps_to_copy = 0
-        self._copy_in_flight = False
+        self.may_report = not asynchronous
+        """False while :meth:`take` with ``sync=False`` would certainly return 0 (no copy
+        of the count is on its way): ``step()`` then skips calling it."""
+        self._device_index = self.device.index or 0
+        self._stream, self._stream_handle = None, None
         if asynchronous:
             self._host = torch.zeros((), dtype=torch.int32, pin_memory=True)
             self._event = torch.cuda.Event()
@@ -58,18 +67,28 @@ class DeferredErrors:
             return False
         self._steps_to_copy = ERROR_FLAG_INTERVAL
         self._host.copy_(self.error_count, non_blocking=True)
-        self._event.record()
-        self._copy_in_flight = True
+        self._event.record(self._current_stream())
+        self.may_report = True
         return False
+
+    def _current_stream(self) -> torch.cuda.Stream:
+        """Torch's current stream, as a ``Stream`` object reused while its handle stays
+        the same (``torch.cuda.current_stream()`` costs several microseconds; an event
+        recorded on a ``Stream`` is recorded on its handle)."""
+        handle = _RAW_STREAM(self._device_index) if _RAW_STREAM is not None else None
+        if handle is None or handle != self._stream_handle:
+            self._stream = torch.cuda.current_stream(self.device)
+            self._stream_handle = handle
+        return self._stream
 
     def take(self, sync: bool) -> int:
         """The number of invalid actions counted since the last report, zeroing the count
         if there were any. With ``sync=False`` only a copy that has already reached the
         host is looked at (0 if none has, or while a graph is being captured)."""
         if self._host is not None and not sync:
-            if not self._copy_in_flight or _capturing(self.device) or not self._event.query():
+            if not self.may_report or _capturing(self.device) or not self._event.query():
                 return 0
-            self._copy_in_flight = False
+            self.may_report = False
             if int(self._host) == 0:
                 return 0
         if sync and _capturing(self.device):

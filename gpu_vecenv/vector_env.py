@@ -51,7 +51,11 @@ class GpuVectorEnv(BaseVectorEnv):
             nothing. With ``strict=False`` envs given an invalid action are left
             unchanged and the error is raised by a later call, as soon as the device's
             flag reaches the host (no sync). Default: True on the CPU, False on a GPU.
-        copy: return fresh output tensors every step (default). ``False`` returns the
+        copy: return fresh output tensors every step (default): no step's outputs share
+            memory with another's. Small outputs (up to 512 KiB a step) are rows of
+            chunks allocated for 2 to 32 steps at once (1 MiB at most), so a kept output
+            keeps its chunk alive: ``clone()`` the few you keep for long while dropping
+            the rest (see :class:`~gpu_vecenv.buffers.OutputRing`). ``False`` returns the
             same preallocated tensors every step, overwritten in place: faster, and
             stable addresses for CUDA graphs, but keep ``clone()``s of what you store.
         render_mode: ``None``, ``"rgb_array"`` (``render()`` returns frames) or

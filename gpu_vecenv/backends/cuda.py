@@ -151,10 +151,10 @@ class CudaBackend:
 
     def step(self, action: torch.Tensor, out: StepOutputs) -> None:
         """One fused launch: see ``gv_step_env`` in ``cuda_src/common/autoreset.cuh``."""
-        action = action.contiguous()
+        action = action.contiguous()  # held until the launch is queued
+        obs, reward, terminated, truncated, final_obs, _ = out.pointers or out.data_ptrs()
         self._step_fn(self._grid, self._block, (
-            action.data_ptr(), out.obs.data_ptr(), out.reward.data_ptr(),
-            out.terminated.data_ptr(), out.truncated.data_ptr(), _ptr(out.final_obs),
+            action.data_ptr(), obs, reward, terminated, truncated, final_obs,
             *self._step_tail,
         ))
 

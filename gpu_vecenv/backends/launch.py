@@ -99,20 +99,23 @@ class Kernel:
         The driver launches into the thread's current context, so the kernel's device
         is made torch's current one for the launch if it is not already.
         """
-        if _CURRENT_DEVICE() != self.device_index:
-            with torch.cuda.device(self.device_index):
-                self._call(grid, block, args)
+        # One Python frame on the common path (the device is current): every call and
+        # attribute lookup here is paid by each step() of a small env.
+        device_index = self.device_index
+        if _CURRENT_DEVICE() != device_index:
+            with torch.cuda.device(device_index):
+                self(grid, block, args)
             return
-        self._call(grid, block, args)
-
-    def _call(self, grid: tuple[int, int, int], block: tuple[int, int, int],
-              args: tuple) -> None:
         self._struct.pack_into(self._buffer, self._offset, *self._fixed, *args)
-        stream = current_raw_stream(self.device_index)
-        stream = ctypes.c_void_p(stream) if stream else None
-        launch = (self._function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                  self.shared_bytes, stream, None, self._extra)
+        stream = _RAW_STREAM(device_index) if _RAW_STREAM is not None \
+            else current_raw_stream(device_index)
+        launch = (self._function, *grid, *block, self.shared_bytes,
+                  ctypes.c_void_p(stream) if stream else None, None, self._extra)
         result = self._launch(*launch)
+        if result:
+            self._retry_or_raise(result, launch)
+
+    def _retry_or_raise(self, result: int, launch: tuple) -> None:
         if result == driver.CUDA_ERROR_INVALID_CONTEXT:
             # A thread that has not touched CUDA through torch's runtime yet has no
             # current context: bind the primary one (torch's) and launch again.

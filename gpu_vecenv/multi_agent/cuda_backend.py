@@ -59,7 +59,6 @@ class GameCudaBackend:
             raise RuntimeError(f"the CUDA backend needs a CUDA device, got {env.device}")
         self.env = env
         self.device = env.device
-        self._cached_outputs: tuple[StepOutputs | None, tuple] = (None, ())
         p, b, s = env.params, env.buffers, env.buffers.state
         G, A = env.num_games, env.num_agents
         self.block = min(MAX_BLOCK, 32 * math.ceil(A / 32))
@@ -92,6 +91,9 @@ class GameCudaBackend:
         self._block_shape = (self.block, 1, 1)
         same_step = env.autoreset_mode == AutoresetMode.SAME_STEP
         self._step_phases = SAME_STEP_PHASES if same_step else STEP_PHASES
+        self._single_launch_tail = (0, self.blocks_per_game, self.mode, self._step_phases[0],
+                                    self._step_phases[-1])
+        """The arguments after the action of a step that is one launch (no reset mask)."""
 
     def _launch(self, outputs: tuple, action: int, mask: int, first: int, last: int) -> None:
         self._fn(self._grid, self._block_shape, (*outputs, action, mask, self.blocks_per_game,
@@ -117,11 +119,10 @@ class GameCudaBackend:
 
     def step(self, action: torch.Tensor, out: StepOutputs) -> None:
         """One step of every game, autoreset included (see ``common/games.cuh``)."""
-        action = action.contiguous()
-        cached, outputs = self._cached_outputs
-        if out is not cached:  # with copy=False the same outputs come every step
-            outputs = (out.obs.data_ptr(), out.reward.data_ptr(), out.terminated.data_ptr(),
-                       out.truncated.data_ptr(), 0 if out.final_obs is None else
-                       out.final_obs.data_ptr(), out.active.data_ptr())
-            self._cached_outputs = (out, outputs)
-        self._run(self._step_phases, outputs, action=action.data_ptr())
+        action = action.contiguous()  # held until the launches are queued
+        outputs = out.pointers or out.data_ptrs()
+        if self.blocks_per_game == 1:  # the common case in one call: see _run
+            self._fn(self._grid, self._block_shape, (*outputs, action.data_ptr(),
+                                                     *self._single_launch_tail))
+        else:
+            self._run(self._step_phases, outputs, action=action.data_ptr())

@@ -78,7 +78,8 @@ class MultiAgentVectorEnv(BaseVectorEnv):
             with an invalid action is left unchanged and a later call raises (on a GPU,
             within ``ERROR_FLAG_INTERVAL`` steps; ``check_errors()`` and a full
             ``reset()`` at once). Default: True on the CPU, False on a GPU.
-        copy: fresh output tensors every step (default); ``False`` reuses one set.
+        copy: fresh output tensors every step (default; small ones are rows of chunks
+            shared by up to 32 steps, see ``GpuVectorEnv``); ``False`` reuses one set.
         render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (a window shows game
             ``render_game`` after every ``reset()`` / ``step()``); ``render_game``: the
             game drawn.

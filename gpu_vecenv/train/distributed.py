@@ -208,6 +208,32 @@ def broadcast_module(module: torch.nn.Module) -> None:
                 dist.broadcast(tensor, src=0)
 
 
+_PEER_FAILURE_TEXT = ("Connection closed by peer", "Connection reset by peer",
+                      "remote worker", "Watchdog caught collective operation timeout",
+                      "NCCL communicator was aborted", "timed out")
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective that failed because another rank died or hung
+    (that rank reports the cause; this one only stops)."""
+    return active() and (isinstance(exc, getattr(dist, "DistError", ())) or any(
+        text in str(exc) for text in _PEER_FAILURE_TEXT))
+
+
+def stop_after_peer_failure(exc: BaseException, prefix: str) -> int:
+    """Say in one line that this rank stops because another failed, give that rank a
+    moment to exit first (so ``torchrun`` names it as the root cause) and return the
+    exit status, 1."""
+    import sys
+    import time
+
+    print(f"{prefix}: rank {rank()} stopped: another rank failed or hung "
+          f"({type(exc).__name__}); that rank's error is the cause", file=sys.stderr,
+          flush=True)
+    time.sleep(2.0)
+    return 1
+
+
 def barrier() -> None:
     if active():
         dist.barrier()

@@ -127,14 +127,20 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"unknown mode {mode}")
     record_updates(trainer, digests, fail_at=2 if mode == "fail" and trainer.rank == 1
                    else None)
-    result = trainer.run()
+    try:
+        result = trainer.run()
+    except Exception as exc:  # as gpu-vecenv train does: the failing rank tells the cause
+        if not distributed.is_peer_failure(exc):
+            raise
+        raise SystemExit(distributed.stop_after_peer_failure(exc, "worker")) from None
+    finally:
+        distributed.shutdown()
     rows = [{k: v for k, v in row.items()
              if k not in ("seconds", "steps_per_second") and not k.startswith("time_")}
             for row in result.metrics]
     (out / f"{mode}.rank{trainer.rank}.json").write_text(json.dumps(
         {"digests": digests, "rows": rows, "stopped": result.stopped,
          "global_step": result.global_step}))
-    distributed.shutdown()
 
 
 if __name__ == "__main__":

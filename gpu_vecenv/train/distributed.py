@@ -158,9 +158,10 @@ def mean_var(x: torch.Tensor, dim: int | None = None, unbiased: bool = True
     """Mean and variance of the samples of ``x`` over all ranks, and their count: over
     every element (``dim=None``, scalars) or along ``dim`` (the rest kept). Two passes
     (mean, then squared deviations), as accurate as a single process's ``torch.var``."""
-    n = torch.tensor(float(x.numel() if dim is None else x.shape[dim]), device=x.device)
+    # new_full, not torch.tensor: no host-to-device copy, so a CUDA graph can hold it.
+    n = x.new_full((1,), float(x.numel() if dim is None else x.shape[dim]))
     total = x.sum() if dim is None else x.sum(dim)
-    packed = all_reduce_sum_(torch.cat([total.reshape(-1), n.reshape(1)]))
+    packed = all_reduce_sum_(torch.cat([total.reshape(-1), n]))
     count = packed[-1]
     mean = (packed[:-1] / count).reshape(total.shape)
     centred = x - (mean if dim is None else mean.unsqueeze(dim))

@@ -185,3 +185,20 @@ def test_train_argv_for_torchrun_leaves_out_gpus():
     args = argparse.Namespace(argv=["train", "cartpole_ppo", "--gpus", "2", "--seed", "3",
                                     "--gpus=4"])
     assert _train_argv(args) == ["cartpole_ppo", "--seed", "3"]
+
+
+def test_ddpg_trains_on_two_ranks_with_identical_weights_and_own_replay(tmp_path):
+    run = tmp_path / "ddpg"
+    done = torchrun("-m", "gpu_vecenv.train", "pendulum_ddpg", "--device", "cpu",
+                    "--num-envs", "2", "--total-steps", "320", "--run-dir", str(run),
+                    "--set", "trainer.backend=torch", "--set", "ddpg.learning_starts=160",
+                    "--set", "ddpg.batch_size=16", "--set", "ddpg.hidden_sizes=[8]",
+                    "--set", "trainer.log_interval=40", "--set", "trainer.eval_episodes=0",
+                    "--set", "trainer.tensorboard=false", "--no-progress")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["global_step"] == 320 and "critic_loss" in rows[-1]
+    rank0 = ckpt.load_checkpoint(run / "checkpoints" / "latest.pt")["policies"]["default"]
+    rank1 = ckpt.load_checkpoint(run / "checkpoints" / "latest.rank1.pt")["policies"]["default"]
+    assert all(torch.equal(rank0["model"][k], rank1["model"][k]) for k in rank0["model"])
+    assert not torch.equal(rank0["replay"]["obs"], rank1["replay"]["obs"])

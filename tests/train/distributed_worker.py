@@ -8,7 +8,8 @@ Modes:
   update; with ``STOP`` > 0 the run stops (callback) after that many iterations;
 - ``resume RUN_DIR``: continue the run in RUN_DIR;
 - ``update ALGO``: one learner update on a fixed roll-out, this rank's half of its slots
-  (:func:`fixed_rollout`); the weights after it;
+  (:func:`fixed_rollout`), rank 1's initial weights drawn differently and replaced by
+  rank 0's broadcast; the weights after it;
 - ``fail``: a training run whose rank 1 raises in its second update.
 """
 
@@ -79,8 +80,10 @@ def fixed_rollout(learner, slots: slice) -> None:
         getattr(s, name).copy_(value[:, slots].to(getattr(s, name).dtype))
 
 
-def one_update(algo: str, slots: slice, num_slots: int):
-    """A fresh learner (seeded weights) after one update on its part of the roll-out."""
+def one_update(algo: str, slots: slice, num_slots: int, init_seed: int = 0,
+               after_build=None):
+    """A fresh learner (weights drawn with ``init_seed``, then ``after_build(learner)``)
+    after one update on its part of the roll-out."""
     import gymnasium as gym
 
     from gpu_vecenv.train.config import A2CConfig, PPOConfig
@@ -91,9 +94,11 @@ def one_update(algo: str, slots: slice, num_slots: int):
                         hidden_sizes=(8,), normalize_obs=True, anneal_lr=False)
               if algo == "ppo" else
               A2CConfig(num_steps=STEPS, hidden_sizes=(8,), normalize_obs=True))
-    torch.manual_seed(0)
+    torch.manual_seed(init_seed)
     learner = build_learner(config, 4, ActionSpec.from_space(gym.spaces.Discrete(2)),
                             num_slots, torch.device("cpu"), torch.Generator(), fused=False)
+    if after_build is not None:
+        after_build(learner)
     fixed_rollout(learner, slots)
     metrics = learner.update()
     return learner, {k: float(v) for k, v in metrics.items()}
@@ -109,7 +114,10 @@ def main(argv: list[str]) -> None:
         distributed.init(torch.device("cpu"))
         rank, world = distributed.rank(), distributed.world_size()
         half = SLOTS // world
-        learner, metrics = one_update(argv[2], slice(rank * half, (rank + 1) * half), half)
+        # Rank 1 draws other weights: the trainer's broadcast from rank 0 must fix that.
+        learner, metrics = one_update(
+            argv[2], slice(rank * half, (rank + 1) * half), half, init_seed=100 * rank,
+            after_build=lambda lrn: distributed.broadcast_module(lrn.model))
         torch.save({"model": learner.model.state_dict(), "metrics": metrics},
                    out / f"update-{argv[2]}.rank{rank}.pt")
         distributed.shutdown()

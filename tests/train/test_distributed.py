@@ -116,7 +116,8 @@ def test_resume_on_another_number_of_processes_is_refused(full_run):
 def test_two_ranks_make_the_first_update_of_one_rank_on_the_same_global_batch(tmp_path,
                                                                               algo):
     """Gradients averaged, advantages and observation statistics over both ranks: rank
-    r's half of the roll-out gives the update that one process makes on all of it."""
+    r's half of the roll-out gives the update that one process makes on all of it (rank
+    1 starts from other weights, overwritten by rank 0's broadcast)."""
     run_worker(tmp_path, "update", algo)
     rank0, rank1 = (torch.load(tmp_path / f"update-{algo}.rank{r}.pt") for r in (0, 1))
     reference, metrics = worker.one_update(algo, slice(0, worker.SLOTS), worker.SLOTS)

@@ -146,6 +146,11 @@ def main(args: argparse.Namespace) -> int:
         return _exec_torchrun(args.gpus, _train_argv(args))
     try:
         return _train(args, config)
+    except Exception as exc:
+        if not distributed.is_peer_failure(exc):
+            raise
+        # The rank that failed prints the cause; the others say only that they stopped.
+        return distributed.stop_after_peer_failure(exc, "gpu-vecenv train")
     finally:
         distributed.shutdown()
 
@@ -192,11 +197,6 @@ def _train(args: argparse.Namespace, config) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C, or one during the final evaluation
         print(f"\ninterrupted: {_what_is_left(trainer, run)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as exc:
-        if not distributed.is_peer_failure(exc):
-            raise
-        # The rank that failed prints the cause; the others say only that they stopped.
-        return distributed.stop_after_peer_failure(exc, "gpu-vecenv train")
     if result.stopped == "stop_at_return":
         print(f"solved: {_reached(result.recent_returns, trainer.return_thresholds)} at step "
               f"{result.global_step:,} (of total_steps {t.total_steps:,}); stopping early")

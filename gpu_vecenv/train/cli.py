@@ -189,9 +189,11 @@ def _train(args: argparse.Namespace, config) -> int:
     try:
         result = trainer.run()
     except TrainingInterrupted as stop:
+        if trainer.rank > 0:
+            return EXIT_INTERRUPTED
         print(f"interrupted at step {stop.global_step:,} of "
               f"{trainer.num_iterations * trainer.batch:,}; checkpoint saved: "
-              f"{stop.checkpoint}\nresume with: gpu-vecenv train --resume {run}",
+              f"{stop.checkpoint}\nresume with: {_resume_command(trainer)} --resume {run}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:  # a second Ctrl-C, or one during the final evaluation
@@ -261,11 +263,19 @@ def _what_is_left(trainer, run: str) -> str:
                 f"evaluate it with: gpu-vecenv eval {run}")
     if trainer.saved_step is not None:
         return (f"stopped without saving; the last checkpoint (step "
-                f"{trainer.saved_step:,}) resumes with: gpu-vecenv train --resume {run}")
+                f"{trainer.saved_step:,}) resumes with: {_resume_command(trainer)} --resume "
+                f"{run}")
     if has_logged_rows(trainer.run_dir):
         return ("stopped without saving, before the first checkpoint; start afresh with "
                 f"--run-dir {run} --overwrite")
     return "stopped before anything was trained; the same command starts the run again"
+
+
+def _resume_command(trainer) -> str:
+    """The command that resumes ``trainer``'s run: on as many processes as it has."""
+    if not trainer.distributed:
+        return "gpu-vecenv train"
+    return f"torchrun --nproc-per-node {trainer.world_size} -m gpu_vecenv.train"
 
 
 def _thresholds(trainer) -> str:

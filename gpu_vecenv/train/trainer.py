@@ -218,7 +218,8 @@ class Trainer:
         rows: list[dict[str, Any]] = []
         stopped = None
         requested = False  # Ctrl-C (in a data-parallel run: on any rank, agreed at rows)
-        with InterruptRequest() as interrupt, self._outputs() as (writer, progress):
+        with InterruptRequest(quiet=self.rank > 0) as interrupt, \
+                self._outputs() as (writer, progress):
             timer = IterationTimer(self.global_step, self._sync if t.sync_timing else None)
             while self.iteration < self.num_iterations and not requested:
                 for g in self.groups:

@@ -273,7 +273,7 @@ def _what_is_left(trainer, run: str) -> str:
 
 def _resume_command(trainer) -> str:
     """The command that resumes ``trainer``'s run: on as many processes as it has."""
-    if not trainer.distributed:
+    if not getattr(trainer, "distributed", False):
         return "gpu-vecenv train"
     return f"torchrun --nproc-per-node {trainer.world_size} -m gpu_vecenv.train"
 

@@ -160,12 +160,17 @@ class GraphedLoop:
         return graph
 
     def _capture(self) -> None:
+        from gpu_vecenv.train import distributed
+
         torch.cuda.synchronize(self.device)
+        # NCCL's watchdog thread queries CUDA events while this thread captures: in a
+        # data-parallel run only this thread's calls must be capture-safe.
+        mode = "thread_local" if distributed.active() else "global"
         rollout = self._new_graph()
-        with torch.cuda.graph(rollout, stream=self.stream):
+        with torch.cuda.graph(rollout, stream=self.stream, capture_error_mode=mode):
             self._collect()
         update = self._new_graph()
-        with torch.cuda.graph(update, stream=self.stream):
+        with torch.cuda.graph(update, stream=self.stream, capture_error_mode=mode):
             metrics = self._update()
         # Starting a capture queues writes of the registered generators' seed and offset on
         # the capture stream (torch 2.11); the first replay, on the current stream, writes

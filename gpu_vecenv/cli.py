@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.append(os.getcwd())
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # train --gpus re-launches
         try:
             return int(args.func(args) or 0)
         except (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError) as exc:

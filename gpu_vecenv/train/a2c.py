@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from gpu_vecenv.train import losses
+from gpu_vecenv.train import distributed, losses
 from gpu_vecenv.train.on_policy import OnPolicyLearner
 from gpu_vecenv.train.optimizers import Adam, RMSprop
 
@@ -30,7 +30,7 @@ class A2CLearner(OnPolicyLearner):
         log_prob, entropy, value = self.model.evaluate(s.flat(s.obs), s.flat(s.actions))
         adv = advantages.reshape(-1)
         if c.norm_adv:
-            adv = losses.normalize_advantages(adv)
+            adv = distributed.normalize_advantages(adv)  # over all ranks
         policy_loss = losses.policy_gradient_loss(log_prob, adv)
         v_loss = losses.value_loss(value, returns.reshape(-1))
         entropy_mean = losses.entropy_bonus(entropy)

@@ -7,6 +7,12 @@ dicts, DDPG's replay buffer and noise state), ``rng`` (the sampling generator an
 torch's global RNG), ``env`` (the env's full state and current observations),
 ``episode_stats`` and ``return_windows`` (per policy, the ``[sum of returns, episodes]``
 rows that ``trainer.stop_at_return`` is measured over; absent in older checkpoints).
+
+A data-parallel run (:mod:`gpu_vecenv.train.distributed`) adds ``world_size`` and
+``rank``: rank 0's checkpoint is ``latest.pt``, rank ``r``'s ``latest.rank<r>.pt``
+beside it (:func:`rank_file`), each with that rank's env state, RNG, episode counters
+(and DDPG replay); model and optimizer are the same in all. A checkpoint without
+``world_size`` is a single-process run's (world size 1).
 """
 
 from __future__ import annotations
@@ -81,3 +87,38 @@ def find_checkpoint(path: str | Path) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} is neither a run directory nor a checkpoint file")
     return path
+
+
+def rank_file(path: str | Path, rank: int) -> Path:
+    """Where rank ``rank`` (> 0) of a data-parallel run keeps its part of checkpoint
+    ``path``: ``latest.pt`` -> ``latest.rank1.pt``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def rank_payload(payload: dict[str, Any], path: str | Path, rank: int, world_size: int,
+                 device: torch.device | str = "cpu") -> dict[str, Any]:
+    """The checkpoint that rank ``rank`` of ``world_size`` resumes from, given rank 0's
+    ``payload`` (read from ``path``): ``payload`` itself for rank 0, else the rank's own
+    file. A different world size is refused: each rank's envs and RNG streams are saved
+    per rank and cannot be split or merged."""
+    saved = int(payload.get("world_size", 1))
+    if saved != world_size:
+        def launch(n: int) -> str:
+            return ("a single process (no torchrun)" if n == 1 else
+                    f"{n} processes (torchrun --nproc-per-node {n}, or --gpus {n})")
+        raise CheckpointError(
+            f"checkpoint {path} was written by a run on {launch(saved)}; this run has "
+            f"{world_size}. Resume on the same number of processes: every rank's envs, "
+            "random streams and episode counters are saved per rank, and a run cannot "
+            "move to another number of GPUs mid-way")
+    if rank == 0:
+        return payload
+    own_path = rank_file(path, rank)
+    own = load_checkpoint(own_path, device)
+    if own.get("rank") != rank or own.get("counters") != payload["counters"]:
+        raise CheckpointError(
+            f"{own_path} (rank {own.get('rank')}, counters {own.get('counters')}) does not "
+            f"belong with {path} (counters {payload['counters']}): the run stopped while "
+            "writing a checkpoint; no consistent checkpoint to resume from")
+    return own

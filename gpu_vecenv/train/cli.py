@@ -5,6 +5,7 @@ Examples:
   gpu-vecenv train cartpole_ppo --set trainer.num_envs=8192 --set ppo.num_steps=16
   gpu-vecenv train --env GPUPendulum-v1 --total-steps 200000 --device cuda
   gpu-vecenv train --resume runs/GPUCartPole-v1__ppo__1__20260101-120000
+  gpu-vecenv train cartpole_ppo --gpus 4     (data-parallel, one process per GPU)
 
 Settings apply in this order: defaults, the config (a shipped name or a YAML file),
 --SECTION.KEY VALUE options, --set, then the shortcuts (--env, --algo, --num-envs, ...).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import shlex
 import sys
@@ -66,6 +68,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="start afresh in a --run-dir that holds a run (deletes its "
                              "checkpoints and logs)")
+    parser.add_argument("--gpus", type=int, metavar="N",
+                        help="train data-parallel on N GPUs of this machine: starts torchrun "
+                             "with one process per GPU (several nodes: run torchrun "
+                             "-m gpu_vecenv.train yourself; docs/training.md)")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config as YAML and exit")
     parser.add_argument("--help-config", action="store_true",
@@ -125,10 +131,7 @@ def resolve_config(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    import warnings
-
-    from gpu_vecenv.train.stopping import TrainingInterrupted
-    from gpu_vecenv.train.trainer import Trainer
+    from gpu_vecenv.train import distributed
 
     config = resolve_config(args)
     if args.help_config:
@@ -137,8 +140,33 @@ def main(args: argparse.Namespace) -> int:
     if args.print_config:
         sys.stdout.write(_yaml_text(config))
         return 0
+    if args.gpus is not None and args.gpus != 1:
+        if distributed.launched():
+            raise ValueError("--gpus starts torchrun itself: under torchrun leave it out")
+        return _exec_torchrun(args.gpus, _train_argv(args))
+    try:
+        return _train(args, config)
+    except Exception as exc:
+        if not distributed.is_peer_failure(exc):
+            raise
+        # The rank that failed prints the cause; the others say only that they stopped.
+        return distributed.stop_after_peer_failure(exc, "gpu-vecenv train")
+    finally:
+        distributed.shutdown()
+
+
+def _train(args: argparse.Namespace, config) -> int:
+    import warnings
+
+    from gpu_vecenv.train import distributed
+    from gpu_vecenv.train.stopping import TrainingInterrupted
+    from gpu_vecenv.train.trainer import Trainer
+
     with warnings.catch_warnings(record=True) as caught:
         trainer = Trainer(config, resume=bool(args.resume), overwrite=args.overwrite)
+    if trainer.rank > 0:  # rank 0 speaks for a data-parallel run; errors still show
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (until the process ends)
+        caught = []
     for warning in caught:  # one line each, not Python's file:line + source format
         print(f"gpu-vecenv train: warning: {warning.message}", file=sys.stderr, flush=True)
     t = config.trainer
@@ -149,8 +177,11 @@ def main(args: argparse.Namespace) -> int:
             return 0
         print(f"resuming {trainer.run_dir} from step {trainer.global_step:,} (iteration "
               f"{trainer.iteration:,} of {trainer.num_iterations:,})")
-    print(f"training {t.env} with {t.algo} on {trainer.device} ({trainer.env.backend_name} "
-          f"backend): {trainer.num_slots} slots x {trainer.steps_per_iteration} steps per "
+    ranks = (f" x {trainer.world_size} ranks ({distributed.backend()}, data-parallel)"
+             if trainer.distributed else "")
+    print(f"training {t.env} with {t.algo} on {trainer.device}{ranks} "
+          f"({trainer.env.backend_name} backend): {trainer.num_slots} slots"
+          f"{' per rank' if trainer.distributed else ''} x {trainer.steps_per_iteration} steps per "
           f"iteration, {trainer.num_iterations} iterations"
           + (f", until the mean return reaches {_thresholds(trainer)}"
              if trainer.return_thresholds else "")
@@ -158,9 +189,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         result = trainer.run()
     except TrainingInterrupted as stop:
+        if trainer.rank > 0:
+            return EXIT_INTERRUPTED
         print(f"interrupted at step {stop.global_step:,} of "
               f"{trainer.num_iterations * trainer.batch:,}; checkpoint saved: "
-              f"{stop.checkpoint}\nresume with: gpu-vecenv train --resume {run}",
+              f"{stop.checkpoint}\nresume with: {_resume_command(trainer)} --resume {run}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:  # a second Ctrl-C, or one during the final evaluation
@@ -183,6 +216,44 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_argv(args: argparse.Namespace) -> list[str]:
+    """The ``train`` arguments of this command line without ``--gpus N``."""
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    if "train" in argv:
+        argv = argv[argv.index("train") + 1:]
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--gpus":
+            skip = True
+        elif not arg.startswith("--gpus="):
+            out.append(arg)
+    return out
+
+
+def _exec_torchrun(gpus: int, argv: list[str]) -> int:
+    """Replace this process by ``torchrun --standalone --nproc-per-node gpus -m
+    gpu_vecenv.train argv`` (one worker per GPU of this machine)."""
+    import torch
+
+    if gpus < 1:
+        raise ValueError(f"--gpus {gpus}: give 1 or more")
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible < gpus:
+        raise ValueError(f"--gpus {gpus}, but torch sees {visible} CUDA GPU(s) here "
+                         "(CUDA_VISIBLE_DEVICES?). A CPU run of several processes (gloo): "
+                         "python -m torch.distributed.run --nproc-per-node N -m "
+                         "gpu_vecenv.train ... --device cpu")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc-per-node={gpus}", "-m", "gpu_vecenv.train", *argv]
+    print("starting: " + shlex.join(command), flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+    return 0  # not reached
+
+
 def _what_is_left(trainer, run: str) -> str:
     """After a Ctrl-C that did not save: how to go on from the run directory."""
     from gpu_vecenv.train.run_directory import has_logged_rows
@@ -192,11 +263,19 @@ def _what_is_left(trainer, run: str) -> str:
                 f"evaluate it with: gpu-vecenv eval {run}")
     if trainer.saved_step is not None:
         return (f"stopped without saving; the last checkpoint (step "
-                f"{trainer.saved_step:,}) resumes with: gpu-vecenv train --resume {run}")
+                f"{trainer.saved_step:,}) resumes with: {_resume_command(trainer)} --resume "
+                f"{run}")
     if has_logged_rows(trainer.run_dir):
         return ("stopped without saving, before the first checkpoint; start afresh with "
                 f"--run-dir {run} --overwrite")
     return "stopped before anything was trained; the same command starts the run again"
+
+
+def _resume_command(trainer) -> str:
+    """The command that resumes ``trainer``'s run: on as many processes as it has."""
+    if not getattr(trainer, "distributed", False):
+        return "gpu-vecenv train"
+    return f"torchrun --nproc-per-node {trainer.world_size} -m gpu_vecenv.train"
 
 
 def _thresholds(trainer) -> str:

@@ -157,7 +157,8 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise TypeError(f"a config must be a mapping of sections, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - {*SECTIONS, "policies"})
+    # ``distributed``: how a data-parallel run was launched (run_directory.record_world_size).
+    unknown = sorted(set(raw) - {*SECTIONS, "policies", "distributed"})
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; valid: "
                          f"{', '.join([*SECTIONS, 'policies'])}")

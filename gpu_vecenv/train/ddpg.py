@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from gpu_vecenv.train import losses
+from gpu_vecenv.train import distributed, losses
 from gpu_vecenv.train.config import DDPGConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import DeterministicActorCritic
@@ -135,6 +135,7 @@ class DDPGLearner:
               net: torch.nn.Module) -> None:
         optimizer.zero_grad()
         loss.backward()
+        distributed.average_gradients(net.parameters())  # data-parallel runs only
         if self.config.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.max_grad_norm)
         optimizer.step()

@@ -15,6 +15,11 @@ and learning rate in device tensors, so annealing writes the rate before a repla
 in the loop reads a tensor on the host. Hence a graphed run computes what the eager run
 computes, bit for bit (tested on the GPU).
 
+In a data-parallel run (:mod:`gpu_vecenv.train.distributed`) the update graph also holds
+the NCCL all-reduces of the gradients and of the advantage and observation statistics:
+NCCL collectives can be captured, and the communicator already exists (the warm-up ran
+them eagerly). Other backends (gloo) cannot be captured: such runs stay eager.
+
 :func:`iteration_phases` gives the trainer a :class:`GraphedLoop` where capture works and an
 :class:`EagerLoop` (plain calls) elsewhere: the trainer's loop reads the same either way.
 
@@ -39,9 +44,13 @@ def graph_blockers(device: torch.device, backend_name: str, policy_configs: dict
     """Why a run's roll-out and update cannot be captured (empty: they can).
 
     ``policy_configs``: policy name -> its algorithm config (``PPOConfig`` ...)."""
+    from gpu_vecenv.train import distributed
     from gpu_vecenv.train.config import DDPGConfig
 
     reasons = []
+    if distributed.active() and distributed.backend() != "nccl":
+        reasons.append(f"the data-parallel backend is {distributed.backend()}; only NCCL's "
+                       "all-reduce can be captured")
     if device.type != "cuda":
         reasons.append(f"the device is {device.type}, not cuda")
     if backend_name != "cuda":
@@ -151,12 +160,17 @@ class GraphedLoop:
         return graph
 
     def _capture(self) -> None:
+        from gpu_vecenv.train import distributed
+
         torch.cuda.synchronize(self.device)
+        # NCCL's watchdog thread queries CUDA events while this thread captures: in a
+        # data-parallel run only this thread's calls must be capture-safe.
+        mode = "thread_local" if distributed.active() else "global"
         rollout = self._new_graph()
-        with torch.cuda.graph(rollout, stream=self.stream):
+        with torch.cuda.graph(rollout, stream=self.stream, capture_error_mode=mode):
             self._collect()
         update = self._new_graph()
-        with torch.cuda.graph(update, stream=self.stream):
+        with torch.cuda.graph(update, stream=self.stream, capture_error_mode=mode):
             metrics = self._update()
         # Starting a capture queues writes of the registered generators' seed and offset on
         # the capture stream (torch 2.11); the first replay, on the current stream, writes

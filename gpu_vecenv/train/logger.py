@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from gpu_vecenv.train import distributed
+
 
 class EpisodeStats:
     """Per-slot running return and length; completed episodes are summed on the device
@@ -36,6 +38,7 @@ class EpisodeStats:
 
     def read(self) -> dict[str, float] | None:
         """Mean return/length of the episodes finished since the last read (or None)."""
+        distributed.all_reduce_sum_(self.totals)  # every rank's episodes (data-parallel)
         ret, length, count = self.totals.tolist()
         self.totals.zero_()
         if count == 0:

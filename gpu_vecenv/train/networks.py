@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from gpu_vecenv.train import distributions
+from gpu_vecenv.train import distributed, distributions
 from gpu_vecenv.train.distributions import ActionSpec
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -62,9 +62,12 @@ class ObsNormalizer(nn.Module):
         if not self.enabled:
             return
         batch = obs.reshape(-1, obs.shape[-1])
-        batch_mean = batch.mean(0)
-        batch_var = batch.var(0, unbiased=False)
-        n = float(batch.shape[0])
+        if distributed.active():  # every rank folds in the same batch: all ranks' rows
+            batch_mean, batch_var, n = distributed.mean_var(batch, dim=0, unbiased=False)
+        else:
+            batch_mean = batch.mean(0)
+            batch_var = batch.var(0, unbiased=False)
+            n = float(batch.shape[0])
         delta = batch_mean - self.mean
         total = self.count + n
         self.mean.add_(delta * n / total)

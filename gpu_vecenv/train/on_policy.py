@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from gpu_vecenv.train import losses
+from gpu_vecenv.train import distributed, losses
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
@@ -107,7 +107,11 @@ class OnPolicyLearner:
         # roll-out and the first epoch's log-probs use the same normalisation.
         self.model.normalizer.update(self.storage.obs)
         with torch.no_grad():
-            explained = 1.0 - torch.var(returns - values) / (torch.var(returns) + 1e-8)
+            if distributed.active():  # over all ranks' samples
+                explained = 1.0 - (distributed.mean_var(returns - values)[1]
+                                   / (distributed.mean_var(returns)[1] + 1e-8))
+            else:
+                explained = 1.0 - torch.var(returns - values) / (torch.var(returns) + 1e-8)
         metrics["explained_variance"] = explained
         metrics["learning_rate"] = self.learning_rate()
         return metrics
@@ -136,6 +140,7 @@ class OnPolicyLearner:
         """One optimizer step on ``loss``, gradients clipped to ``max_grad_norm``."""
         self.optimizer.zero_grad()
         loss.backward()
+        distributed.average_gradients(self.model.parameters())  # data-parallel runs only
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
 

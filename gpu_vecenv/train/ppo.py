@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from gpu_vecenv.train import losses
+from gpu_vecenv.train import distributed, losses
 from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
@@ -29,7 +29,7 @@ def ppo_minibatch_loss(model: ActorCritic, c: PPOConfig, obs: torch.Tensor,
     loss, entropy, approx KL, clip fraction."""
     log_prob, entropy, value = model.evaluate(obs, actions)
     if c.norm_adv:
-        advantages = losses.normalize_advantages(advantages)
+        advantages = distributed.normalize_advantages(advantages)  # over all ranks
     policy_loss = losses.clipped_surrogate_loss(log_prob, old_log_probs, advantages,
                                                 c.clip_coef)
     v_loss = losses.value_loss(value, returns, old_values,
@@ -97,6 +97,8 @@ class PPOLearner(OnPolicyLearner):
                 totals += stats
                 epoch_kl += stats[4] / c.num_minibatches
                 count += 1
-            if c.target_kl is not None and float(epoch_kl) > c.target_kl:
+            # Every rank must stop after the same epoch: the KL of all ranks decides.
+            if c.target_kl is not None and \
+                    float(distributed.all_reduce_mean_(epoch_kl)) > c.target_kl:
                 break
         return ppo_metrics(totals, count, c.num_minibatches)

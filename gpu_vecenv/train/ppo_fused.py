@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from gpu_vecenv.train import distributed
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.fused import FusedPPO, fused_blockers
@@ -89,7 +90,9 @@ class FusedPPOLearner(PPOLearner):
         count = 0
         for _ in range(c.update_epochs):
             order = torch.randperm(rows, device=self.device, generator=self.generator)
-            if c.norm_adv:
+            if c.norm_adv and distributed.active():
+                self._global_advantage_stats(batch["advantages"], order, minibatch)
+            elif c.norm_adv:
                 f.advantage_stats(batch["advantages"], order, minibatch, c.num_minibatches,
                                   self._adv_stats)
             kl_before = f.totals[4].clone() if c.target_kl is not None else None
@@ -97,10 +100,25 @@ class FusedPPOLearner(PPOLearner):
                 f.minibatch_gradient(batch, order, m * minibatch, minibatch,
                                      self._adv_stats[2 * m:2 * m + 2], c.clip_coef,
                                      c.ent_coef, c.vf_coef, c.clip_vloss, c.norm_adv)
-                f.clip_gradient(c.max_grad_norm)
+                if distributed.active():
+                    # The kernel's clip reads the squared norm of this rank's gradient,
+                    # summed by ppo_reduce_grads: clip the averaged one with torch.
+                    distributed.all_reduce_mean_(f.flat_grads)
+                    torch.nn.utils.clip_grad_norm_([f.flat_grads], c.max_grad_norm)
+                else:
+                    f.clip_gradient(c.max_grad_norm)
                 self.optimizer.step()
                 count += 1
-            if kl_before is not None and \
-                    float(f.totals[4] - kl_before) / c.num_minibatches > c.target_kl:
+            if kl_before is not None and float(distributed.all_reduce_mean_(
+                    f.totals[4] - kl_before)) / c.num_minibatches > c.target_kl:
                 break
         return ppo_metrics(f.totals, count, c.num_minibatches)
+
+    def _global_advantage_stats(self, advantages: torch.Tensor, order: torch.Tensor,
+                                size: int) -> None:
+        """What :meth:`FusedPPO.advantage_stats` writes (each minibatch's advantage mean
+        and unbiased std), over minibatch ``m`` of every rank (data-parallel runs)."""
+        count = self.config.num_minibatches
+        rows = advantages[order[:count * size]].reshape(count, size)
+        mean, var, _ = distributed.mean_var(rows, dim=1)
+        self._adv_stats.view(count, 2).copy_(torch.stack([mean, var.sqrt()], dim=1))

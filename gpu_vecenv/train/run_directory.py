@@ -111,3 +111,11 @@ def check_compatible(saved: dict[str, Any], config: Config, path: Path) -> None:
         raise ckpt.CheckpointError(
             f"checkpoint {path} was written by a different config: " + "; ".join(diffs)
         )
+
+
+def record_world_size(config_path: Path, world_size: int, backend: str | None) -> None:
+    """Append the launch of a data-parallel run to its saved config (a ``distributed``
+    section that loading the config skips: the launch, not the config, sets it)."""
+    with open(config_path, "a") as f:
+        f.write("# set by the launch (torchrun), not a setting; a resume needs the same\n"
+                f"distributed:\n  world_size: {world_size}\n  backend: {backend}\n")

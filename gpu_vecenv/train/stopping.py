@@ -132,8 +132,9 @@ class InterruptRequest:
     It does nothing outside the main thread or where someone else handles SIGINT (only
     Python's default handler is replaced)."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         self.requested = False
+        self.quiet = quiet  # no notice (ranks > 0 of a data-parallel run)
         self._previous = None
 
     def __enter__(self) -> InterruptRequest:
@@ -147,6 +148,8 @@ class InterruptRequest:
     def _handle(self, signum, frame) -> None:
         self.requested = True
         signal.signal(signal.SIGINT, self._previous)
+        if self.quiet:
+            return
         print(
             "\nCtrl-C: saving a checkpoint at the end of this iteration (Ctrl-C again to "
             "quit without saving)",

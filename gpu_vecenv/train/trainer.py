@@ -13,6 +13,11 @@ only queues work.
 A run ends at ``total_steps``, or earlier when the mean recent return reaches
 ``stop_at_return`` or on Ctrl-C (:mod:`gpu_vecenv.train.stopping`); it always ends on an
 iteration boundary with a checkpoint.
+
+Started by ``torchrun`` (or in a process group the caller made), the same loop runs on
+every rank, data-parallel (:mod:`gpu_vecenv.train.distributed`): ``global_step`` and
+``total_steps`` count every rank's env steps, logged rows are global, rank 0 writes the
+outputs and each rank its own checkpoint file.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
-from gpu_vecenv.train import run_directory
+from gpu_vecenv.train import distributed, run_directory
 from gpu_vecenv.train.config import ALGO_CONFIGS, Config
 from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
 from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
@@ -116,7 +121,9 @@ class Trainer:
         t = config.trainer
         if resume and overwrite:
             raise ValueError("resume or overwrite a run directory, not both")
-        self.device = resolve_device(t.device)
+        self.device = distributed.rank_device(resolve_device(t.device))
+        self.distributed = distributed.init(self.device)
+        self.rank, self.world_size = distributed.rank(), distributed.world_size()
         if t.torch_threads > 0 or self.device.type == "cpu":
             torch.set_num_threads(t.torch_threads or 1)
         self.callback = callback
@@ -124,22 +131,30 @@ class Trainer:
         # An id may hold ':' (module:Env-v0, not valid in Windows paths) and '/' (a
         # namespace): the default directory name replaces both.
         env_name = t.env.replace(":", "_").replace("/", "_")
-        self.run_dir = Path(t.run_dir) if t.run_dir else Path("runs") / (
+        run_dir = Path(t.run_dir) if t.run_dir else Path("runs") / (
             f"{env_name}__{t.algo}__{t.seed}__{datetime.now():%Y%m%d-%H%M%S}")
-        if not resume and not overwrite:
+        self.run_dir = Path(distributed.broadcast_object(str(run_dir)))  # rank 0's name
+        if not resume and not overwrite and self.rank == 0:
             run_directory.check_free(self.run_dir)
         self.env = make_env(config, self.device) if env is None else env
+        # Every rank draws the same initial weights (and gets rank 0's below); envs and
+        # sampling follow the rank's own seed (rank 0: the config's).
+        seed = distributed.rank_seed(t.seed)
         torch.manual_seed(t.seed)
-        self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.groups: list[PolicyGroup] = build_groups(config, self.env, self.device,
                                                       self.generator)
+        for g in self.groups:
+            distributed.broadcast_module(g.learner.model)
+        if self.rank > 0:
+            torch.manual_seed(seed)
         self.steps_per_iteration = self.groups[0].learner.steps_per_iteration
         self.num_slots = self.env.num_envs
-        self.batch = self.steps_per_iteration * self.num_slots
+        self.batch = self.steps_per_iteration * self.num_slots * self.world_size
         self.num_iterations = max(1, t.total_steps // self.batch)
         self.iteration = 0
         self.global_step = 0
-        self.obs, _ = self.env.reset(seed=t.seed)
+        self.obs, _ = self.env.reset(seed=seed)
         self.obs = self.obs.clone()
         self._joint_actions = joint_actions(self.groups, self.num_slots, self.device)
         names = [g.name for g in self.groups]
@@ -202,9 +217,11 @@ class Trainer:
         t = self.config.trainer
         rows: list[dict[str, Any]] = []
         stopped = None
-        with InterruptRequest() as interrupt, self._outputs() as (writer, progress):
+        requested = False  # Ctrl-C (in a data-parallel run: on any rank, agreed at rows)
+        with InterruptRequest(quiet=self.rank > 0) as interrupt, \
+                self._outputs() as (writer, progress):
             timer = IterationTimer(self.global_step, self._sync if t.sync_timing else None)
-            while self.iteration < self.num_iterations and not interrupt.requested:
+            while self.iteration < self.num_iterations and not requested:
                 for g in self.groups:
                     g.learner.begin_iteration(self.global_step,
                                               self.iteration / self.num_iterations)
@@ -215,26 +232,37 @@ class Trainer:
                 self.iteration += 1
                 self.global_step += self.batch
                 last = self.iteration == self.num_iterations
-                if self.iteration % t.log_interval == 0 or last:
+                logged = self.iteration % t.log_interval == 0 or last
+                if logged:
                     row = self._row(metrics, timer.read(self.global_step))
                     rows.append(row)
                     writer.write(row)
                     stopped = self._after_row(row, progress)
                 progress.update(self.global_step)
-                if stopped or last or interrupt.requested or (
+                requested = self._interrupt_requested(interrupt, logged, requested)
+                if stopped or last or requested or (
                         t.checkpoint_interval and self.iteration % t.checkpoint_interval == 0):
                     self.save()
                 if stopped:
                     break
-            if interrupt.requested and self.saved_step != self.global_step:
+            if requested and self.saved_step != self.global_step:
                 self.save()  # Ctrl-C before the first iteration ended: still resumable
             seconds = timer.elapsed()
-        if interrupt.requested:
+        if requested:
             raise TrainingInterrupted(self.run_dir, self.global_step,
                                       self.run_dir / "checkpoints" / "latest.pt")
         evaluation = self._evaluate() if stopped in (None, "stop_at_return") else None
         return TrainResult(self.run_dir, self.global_step, seconds, rows, evaluation,
                            stopped or "total_steps", self.recent_returns())
+
+    def _interrupt_requested(self, interrupt: InterruptRequest, logged: bool,
+                             before: bool) -> bool:
+        """Whether to stop for Ctrl-C now. Ranks must stop after the same iteration, so a
+        data-parallel run agrees on it where a row is logged (a sync happens there
+        anyway); in between it keeps ``before``."""
+        if not self.distributed:
+            return interrupt.requested
+        return distributed.agree_any(interrupt.requested, self.device) if logged else before
 
     def _collect(self) -> None:
         """The roll-out: ``steps_per_iteration`` vector steps; every policy acts for its
@@ -264,10 +292,17 @@ class Trainer:
         """The run directory prepared (cleared with ``overwrite``, the config saved); the
         metrics writer and the progress display, closed on leaving."""
         t = self.config.trainer
+        if self.rank > 0:  # rank 0 writes a data-parallel run's outputs
+            progress = Progress(False, self.num_iterations * self.batch, self.global_step)
+            yield _NoMetricsWriter(), progress  # type: ignore[misc]
+            return
         if self.overwrite:
             run_directory.clear_outputs(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_yaml(self.config, self.run_dir / "config.yaml")
+        if self.distributed:
+            run_directory.record_world_size(self.run_dir / "config.yaml", self.world_size,
+                                            distributed.backend())
         writer = MetricsWriter(self.run_dir, t.tensorboard, resume_step=self.resumed_from)
         progress = Progress(t.progress, self.num_iterations * self.batch, self.global_step,
                             t.progress_interval)
@@ -289,8 +324,11 @@ class Trainer:
         self._add_to_return_windows(row)
         progress.set_stats(row["steps_per_second"],
                            {k: v[0] for k, v in self.recent_returns().items()})
-        if self.callback is not None and self.callback(row) is False:
-            return "callback"
+        if self.callback is not None:
+            # Rank 0's callback decides for every rank.
+            stop = self.callback(row) is False if self.rank == 0 else None
+            if distributed.broadcast_object(stop):
+                return "callback"
         if threshold_reached(self.return_windows, self.return_thresholds):
             return "stop_at_return"
         return None
@@ -299,7 +337,7 @@ class Trainer:
         """The evaluation after training (``eval_episodes``), also written to
         ``eval.json``."""
         t = self.config.trainer
-        if t.eval_episodes <= 0:
+        if t.eval_episodes <= 0 or self.rank > 0:
             return None
         from gpu_vecenv.train.evaluation import evaluate, write_evaluation
 
@@ -329,13 +367,15 @@ class Trainer:
             check_errors()
         row: dict[str, Any] = {"global_step": self.global_step, "iteration": self.iteration,
                                **timing}
+        if self.distributed:
+            row["world_size"] = self.world_size
         single = len(self.groups) == 1
         for g in self.groups:
             prefix = "" if single else f"{g.name}/"
             names = list(metrics[g.name])
             if names:
-                values = torch.stack([metrics[g.name][k].to(self.device).float()
-                                      for k in names]).tolist()
+                values = distributed.all_reduce_mean_(torch.stack(
+                    [metrics[g.name][k].to(self.device).float() for k in names])).tolist()
                 row.update({prefix + k: v for k, v in zip(names, values, strict=True)})
             episodes = g.stats.read()
             if episodes is not None:
@@ -357,7 +397,18 @@ class Trainer:
             "env": {"state": get_state() if get_state else {}, "obs": self.obs.clone()},
             "return_windows": {name: w.state() for name, w in self.return_windows.items()},
         }
-        ckpt.save_checkpoint(payload, path)
+        if self.distributed:
+            # Each rank's envs, RNG, episode counters (and DDPG's replay) are its own:
+            # ranks > 0 write theirs beside ``path`` first, rank 0 writes ``path`` last,
+            # so ``path`` only exists beside a complete set.
+            payload.update(world_size=self.world_size, rank=self.rank)
+            if self.rank > 0:
+                ckpt.save_checkpoint(payload, ckpt.rank_file(path, self.rank))
+            distributed.barrier()
+            if self.rank == 0:
+                ckpt.save_checkpoint(payload, path)
+        else:
+            ckpt.save_checkpoint(payload, path)
         if path == self.run_dir / "checkpoints" / "latest.pt":
             self.saved_step = self.global_step
         return path
@@ -365,6 +416,7 @@ class Trainer:
     def _load(self, path: Path) -> None:
         payload = ckpt.load_checkpoint(path, self.device)
         run_directory.check_compatible(payload["config"], self.config, path)
+        payload = ckpt.rank_payload(payload, path, self.rank, self.world_size, self.device)
         try:
             for g in self.groups:
                 g.learner.load_state_dict(payload["policies"][g.name])
@@ -426,3 +478,13 @@ def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: 
         raise TypeError("pass trainer fields and algo_config only with an env id")
     return Trainer(config, resume=resume, callback=callback, env=env,
                    overwrite=overwrite).run()
+
+
+class _NoMetricsWriter:
+    """What ranks other than 0 write: nothing."""
+
+    def write(self, row: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

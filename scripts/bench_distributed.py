@@ -1,0 +1,178 @@
+"""Benchmark data-parallel training (torchrun, NCCL) on the GPUs of one machine; JSON out.
+
+    python scripts/bench_distributed.py bench_distributed.json --gpus 1,2   # 2-GPU machine
+    python scripts/bench_distributed.py --model                            # no GPU needed
+
+For each world size in ``--gpus`` (each run a fresh ``torchrun --standalone`` of
+``python -m gpu_vecenv.train cartpole_ppo``; world size 1 also without torchrun, the
+plain single-process run, to show what the process group costs):
+
+1. ``throughput``: ``--iterations`` PPO iterations with ``--num-envs`` envs per rank
+   (weak scaling: each GPU keeps its envs, the global batch grows with the ranks); the
+   rate is global env-steps/s between the first and the last logged row (compilation
+   and warm-up excluded).
+2. ``time_to_475``: the shipped cartpole_ppo (stops when the mean return of the last
+   100+ episodes reaches 475), once with 16 envs per rank (the shipped size on every
+   rank) and once with the shipped global batch split over the ranks (16 / N per rank);
+   reports the seconds from start to the stop (training time from the logged rows, and
+   the whole command's wall time), env steps and whether it stopped solved.
+
+``--model`` prints (and with an output file stores) the all-reduce model of the shipped
+configs: bytes all-reduced per update from their parameter counts, ring all-reduce
+traffic ``2 (N - 1) / N x bytes`` per GPU, time over an ASSUMED bus bandwidth and
+latency (``--bus-gbps``, ``--latency-us``): a model, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TRAIN = ["-m", "gpu_vecenv.train", "cartpole_ppo", "--no-progress",
+         "--set", "trainer.tensorboard=false", "--set", "trainer.eval_episodes=0",
+         "--set", "trainer.checkpoint_interval=0"]
+
+
+def launch(world_size: int, args: list[str], torchrun: bool = True) -> tuple[float, int]:
+    """Run ``gpu_vecenv.train args`` on ``world_size`` processes; (wall seconds, status)."""
+    prefix = ([sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc-per-node={world_size}"] if torchrun else [sys.executable])
+    t0 = time.perf_counter()
+    done = subprocess.run([*prefix, *TRAIN, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-2000:] + done.stderr[-4000:])
+    return time.perf_counter() - t0, done.returncode
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def throughput(world_size: int, num_envs: int, iterations: int, torchrun: bool,
+               tmp: Path) -> dict:
+    run = tmp / f"throughput-{world_size}-{num_envs}-{int(torchrun)}"
+    steps = iterations * world_size * num_envs * 32  # cartpole_ppo: 32 steps per env
+    wall, status = launch(world_size, ["--run-dir", str(run), "--num-envs", str(num_envs),
+                                       "--total-steps", str(steps), "--set",
+                                       "trainer.stop_at_return=null", "--set",
+                                       "trainer.log_interval=10"], torchrun)
+    out = {"world_size": world_size, "launcher": "torchrun" if torchrun else "plain",
+           "num_envs_per_rank": num_envs, "iterations": iterations, "wall_seconds": wall,
+           "status": status}
+    if status == 0:
+        rows = rows_of(run)
+        first, last = rows[0], rows[-1]
+        out["env_steps_per_second"] = ((last["global_step"] - first["global_step"])
+                                       / max(last["time"] - first["time"], 1e-9))
+    return out
+
+
+def time_to_475(world_size: int, num_envs: int, tmp: Path) -> dict:
+    run = tmp / f"ttt-{world_size}-{num_envs}"
+    wall, status = launch(world_size, ["--run-dir", str(run), "--num-envs", str(num_envs),
+                                       "--set", "trainer.log_interval=1"])
+    out = {"world_size": world_size, "num_envs_per_rank": num_envs,
+           "wall_seconds": wall, "status": status}
+    if status == 0:
+        last = rows_of(run)[-1]
+        out.update(training_seconds=last["time"], env_steps=last["global_step"],
+                   last_return=last.get("episode_return"),
+                   solved=last["global_step"] < 500_000)
+    return out
+
+
+def allreduce_model(world_sizes: list[int], bus_gbps: float, latency_us: float) -> list[dict]:
+    """Bytes all-reduced per update of each shipped config and the modelled time."""
+    import torch
+
+    from gpu_vecenv.train import load_config
+    from gpu_vecenv.train.policies import build_groups
+    from gpu_vecenv.train.presets import CONFIG_DIR
+    from gpu_vecenv.train.trainer import make_env
+
+    out = []
+    for path in sorted(Path(CONFIG_DIR).glob("*.yaml")):
+        config = load_config(path.stem, device="cpu", backend="torch", num_envs=1)
+        env = make_env(config, torch.device("cpu"))
+        groups = build_groups(config, env, torch.device("cpu"), torch.Generator())
+        sizes = [sum(p.numel() for p in [*g.learner.model.actor.parameters(),
+                                         *g.learner.model.critic.parameters()])
+                 for g in groups]
+        algo = config.policy_config(groups[0].name)
+        if config.trainer.algo == "ddpg":  # critic every step, actor every policy_delay
+            steps = algo.gradient_steps
+        elif config.trainer.algo == "ppo":
+            steps = algo.update_epochs * algo.num_minibatches
+        else:
+            steps = 1
+        per_update = 4 * sum(sizes) * steps  # float32 gradients
+        row = {"config": path.stem, "algo": config.trainer.algo, "parameters": sizes,
+               "optimizer_steps_per_update": steps, "bytes_per_update": per_update}
+        for n in world_sizes:
+            traffic = 2 * (n - 1) / n * per_update
+            # gradients, plus (PPO, A2C) the advantage mean and variance, per step
+            calls = steps * len(sizes) * (1 if config.trainer.algo == "ddpg" else 3)
+            row[f"model_ms_per_update_{n}_gpus"] = 1e3 * (
+                calls * latency_us * 1e-6 + traffic / (bus_gbps * 1e9))
+        out.append(row)
+        env.close()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", nargs="?", help="JSON file to write")
+    parser.add_argument("--gpus", default="1,2", help="world sizes to measure (default 1,2)")
+    parser.add_argument("--num-envs", default="2048,16384", help="envs per rank (throughput)")
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--model", action="store_true", help="only the all-reduce model")
+    parser.add_argument("--bus-gbps", type=float, default=400.0,
+                        help="ASSUMED all-reduce bus bandwidth, GB/s (model only)")
+    parser.add_argument("--latency-us", type=float, default=20.0,
+                        help="ASSUMED latency of one small all-reduce, us (model only)")
+    args = parser.parse_args()
+    world_sizes = [int(x) for x in args.gpus.split(",")]
+    result: dict = {"model_assumptions": {"bus_gbps": args.bus_gbps,
+                                          "latency_us": args.latency_us}}
+    result["model"] = allreduce_model(sorted({4, 8, 16, *world_sizes}), args.bus_gbps,
+                                      args.latency_us)
+    for row in result["model"]:
+        print(json.dumps(row))
+    if not args.model:
+        import torch
+
+        if torch.cuda.device_count() < max(world_sizes):
+            raise SystemExit(f"--gpus {args.gpus}: this machine has "
+                             f"{torch.cuda.device_count()} CUDA GPU(s)")
+        result["device"] = torch.cuda.get_device_name(0)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        with tempfile.TemporaryDirectory() as tmp_name:
+            tmp = Path(tmp_name)
+            result["throughput"] = []
+            for num_envs in (int(x) for x in args.num_envs.split(",")):
+                if 1 in world_sizes:
+                    result["throughput"].append(
+                        throughput(1, num_envs, args.iterations, False, tmp))
+                for n in world_sizes:
+                    result["throughput"].append(
+                        throughput(n, num_envs, args.iterations, True, tmp))
+                    print(json.dumps(result["throughput"][-1]), flush=True)
+            result["time_to_475"] = []
+            for n in world_sizes:
+                for num_envs in sorted({16, max(1, 16 // n)}):
+                    result["time_to_475"].append(time_to_475(n, num_envs, tmp))
+                    print(json.dumps(result["time_to_475"][-1]), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -199,9 +199,12 @@ def validate(config: Config) -> None:
 
     t = config.trainer
     get_entry(t.env)
-    for name in ("num_envs", "total_steps"):
-        if getattr(t, name) < 1:
+    for name in ("num_envs", "total_steps", "autoscale_max_envs"):
+        if getattr(t, name) != "auto" and getattr(t, name) < 1:
             raise ValueError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
+    if not 0.0 < t.autoscale_memory_fraction <= 1.0:
+        raise ValueError(f"trainer.autoscale_memory_fraction must be in (0, 1], got "
+                         f"{t.autoscale_memory_fraction}")
     if t.log_interval < 1:
         raise ValueError(f"trainer.log_interval must be >= 1, got {t.log_interval}")
     if t.checkpoint_interval < 0 or t.eval_episodes < 0:

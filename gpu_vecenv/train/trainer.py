@@ -128,6 +128,12 @@ class Trainer:
             f"{env_name}__{t.algo}__{t.seed}__{datetime.now():%Y%m%d-%H%M%S}")
         if not resume and not overwrite:
             run_directory.check_free(self.run_dir)
+        if t.num_envs == "auto":  # chosen now, before anything is built; saved as a number
+            from gpu_vecenv.train.autoscale import resolve_num_envs
+
+            self.config = config = resolve_num_envs(config, self.device,
+                                                    self.run_dir if resume else None)
+            t = config.trainer
         self.env = make_env(config, self.device) if env is None else env
         torch.manual_seed(t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)

@@ -1,0 +1,533 @@
+"""``trainer.num_envs: auto``: choosing the number of envs for the device.
+
+Memory (``trainer.autoscale: memory``, the default): the trainer is built at two small
+sizes and run for one iteration (roll-out and update), the peak memory of each is
+measured, and a line ``bytes = fixed + per_env * num_envs`` is fitted through them. The
+choice is the largest power of two whose predicted bytes fit
+``autoscale_memory_fraction`` of the memory that was free before, at most
+``autoscale_max_envs``. It is then verified: built and run for three iterations (the
+third captures the CUDA graphs, whose memory counts too); out of memory halves it and
+tries again.
+
+Throughput (``trainer.autoscale: throughput``): from a small power of two up to the
+memory choice, each size is built, warmed up and timed for a few iterations; the search
+stops at the first doubling that adds less than :data:`MIN_GAIN` env-steps/s and
+chooses the size before it.
+
+On a CUDA device, memory is torch's peak allocation (``torch.cuda.max_memory_allocated``)
+and free memory ``torch.cuda.mem_get_info``; everything is per device, so with several
+ranks each chooses for its own GPU. On the CPU the peak resident set size is measured
+(Linux: ``/proc/self/status`` ``VmHWM``, reset through ``/proc/self/clear_refs``) against
+the available RAM, and the choice is further capped at :data:`CPU_MAX_SLOTS` vector slots:
+there time, not memory, is the limit.
+
+The search functions (:func:`fit_memory`, :func:`search_memory`,
+:func:`search_throughput`) take their measurements as functions, so they are tested
+with made-up numbers; :func:`choose_num_envs` gives them the real ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from gpu_vecenv.train.config import Config
+
+MIN_GAIN = 0.10
+"""Throughput mode: the least relative gain in env-steps/s for a doubling to be taken."""
+
+PROBE_SLOTS = (4096, 16384)
+"""Vector slots of the two memory probes (as envs: divided by the agents per env and
+rounded down to a power of two; at most ``autoscale_max_envs``)."""
+
+THROUGHPUT_START_SLOTS = 1024
+"""Throughput mode starts at this many vector slots (as envs, like :data:`PROBE_SLOTS`)."""
+
+CPU_MAX_SLOTS = 4096
+"""On the CPU, auto chooses at most this many vector slots (the trainer's size warning)."""
+
+TIMED_SECONDS = 1.0
+"""Throughput mode: time at least this long (and at least 3 iterations) per size."""
+
+
+class OutOfMemory(Exception):
+    """A probe ran out of memory (raised by the measuring functions given to the search
+    functions; :func:`is_out_of_memory` tells which real errors are that)."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` means the device (or the host) ran out of memory."""
+    if isinstance(exc, (OutOfMemory, torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text)
+
+
+def power_of_two_floor(x: float) -> int:
+    """The largest power of two ``<= x`` (1 for ``x < 2``)."""
+    return 1 << max(0, int(x).bit_length() - 1) if x >= 1 else 1
+
+
+# -- the search, on measurements given as functions --
+
+
+@dataclass
+class MemoryFit:
+    """``bytes(num_envs) = fixed_bytes + bytes_per_env * num_envs``, fitted to probes."""
+
+    fixed_bytes: float
+    bytes_per_env: float
+    probes: list[tuple[int, int]]
+    """``(num_envs, peak bytes)`` measured"""
+
+    def bytes_at(self, num_envs: int) -> float:
+        return self.fixed_bytes + self.bytes_per_env * num_envs
+
+
+def fit_memory(probes: list[tuple[int, int]]) -> MemoryFit:
+    """The least-squares line through ``probes`` ``[(num_envs, bytes), ...]``. One size
+    only: a line through the origin (all bytes per env: an overestimate). The slope is
+    never below 0, nor the fixed part below 0."""
+    sizes = {n for n, _ in probes}
+    if len(sizes) < 2:
+        n = max(n for n, _ in probes)
+        peak = max(b for _, b in probes)
+        return MemoryFit(0.0, peak / n, list(probes))
+    k = len(probes)
+    mean_n = sum(n for n, _ in probes) / k
+    mean_b = sum(b for _, b in probes) / k
+    slope = (sum((n - mean_n) * (b - mean_b) for n, b in probes)
+             / sum((n - mean_n) ** 2 for n, _ in probes))
+    slope = max(slope, 0.0)
+    return MemoryFit(max(mean_b - slope * mean_n, 0.0), slope, list(probes))
+
+
+def largest_fitting(fit: MemoryFit, budget: float, cap: int) -> int:
+    """The largest power of two ``<= cap`` whose predicted bytes fit ``budget`` (1 if
+    none does: the verification then says whether 1 fits)."""
+    n = power_of_two_floor(cap)
+    while n > 1 and fit.bytes_at(n) > budget:
+        n //= 2
+    return n
+
+
+@dataclass
+class MemorySearch:
+    """What :func:`search_memory` found."""
+
+    num_envs: int
+    fit: MemoryFit
+    failed: list[int] = field(default_factory=list)
+    """sizes that ran out of memory when verified (each halved)"""
+
+
+def search_memory(measure: Callable[[int], int], verify: Callable[[int], None],
+                  budget: float, cap: int, probe_sizes: tuple[int, int]) -> MemorySearch:
+    """The largest power of two ``<= cap`` that fits ``budget`` bytes.
+
+    Args:
+        measure: peak bytes of a run at ``num_envs`` (raises :class:`OutOfMemory`, or a
+            real out-of-memory error, if it does not fit).
+        verify: builds and runs ``num_envs``; raises as ``measure`` does.
+        budget: bytes the run may use.
+        cap: the most envs.
+        probe_sizes: the two sizes ``measure`` is called at (halved together while
+            one runs out of memory).
+
+    Raises:
+        OutOfMemory: not even one env fits.
+    """
+    small, large = probe_sizes
+    while True:
+        try:
+            probes = [(n, measure(n)) for n in sorted({small, large})]
+            break
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            if large == 1:
+                raise _no_room(exc) from exc
+            small, large = max(1, small // 2), max(1, large // 2)
+    fit = fit_memory(probes)
+    n = largest_fitting(fit, budget, cap)
+    failed = []
+    while True:
+        try:
+            verify(n)
+            return MemorySearch(n, fit, failed)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            if n == 1:
+                raise _no_room(exc) from exc
+            failed.append(n)
+            n //= 2
+
+
+def _no_room(exc: BaseException) -> OutOfMemory:
+    return OutOfMemory(f"num_envs: auto: not even 1 env fits in memory "
+                       f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})")
+
+
+@dataclass
+class ThroughputSearch:
+    """What :func:`search_throughput` measured and chose."""
+
+    num_envs: int
+    rates: list[tuple[int, float | None]]
+    """``(num_envs, env-steps/s)`` in the order measured; ``None``: out of memory"""
+
+
+def search_throughput(rate: Callable[[int], float], start: int, cap: int,
+                      min_gain: float = MIN_GAIN) -> ThroughputSearch:
+    """Double from ``start`` (a power of two) up to ``cap`` while each doubling raises
+    ``rate(num_envs)`` (env-steps/s) by at least ``min_gain``; the last size that did
+    (or ``cap``). Out of memory at a size stops there too."""
+    n = min(power_of_two_floor(start), power_of_two_floor(cap))
+    rates: list[tuple[int, float | None]] = [(n, rate(n))]
+    while 2 * n <= cap:
+        try:
+            doubled = rate(2 * n)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            rates.append((2 * n, None))
+            break
+        rates.append((2 * n, doubled))
+        if doubled < (1.0 + min_gain) * rates[-2][1]:
+            break
+        n *= 2
+    return ThroughputSearch(n, rates)
+
+
+# -- the real measurements --
+
+
+@dataclass
+class Choice:
+    """What :func:`choose_num_envs` chose, and the lines that say why."""
+
+    num_envs: int
+    slots_per_env: int
+    lines: list[str]
+
+
+class Probe:
+    """Builds the trainer of ``config`` at a given size on ``device`` and runs it: the
+    measurements :func:`search_memory` and :func:`search_throughput` need."""
+
+    def __init__(self, config: Config, device: torch.device):
+        self.config = config
+        self.device = device
+        self.slots_per_env: int | None = None
+        self.iteration_seconds: float | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpu_vecenv_autoscale_")
+
+    def close(self) -> None:
+        self._tmp.cleanup()
+
+    def _build(self, num_envs: int):
+        from gpu_vecenv.train.trainer import Trainer
+
+        t = self.config.trainer
+        trainer_fields = dict(num_envs=num_envs, run_dir=str(Path(self._tmp.name) / "run"),
+                              progress=False, tensorboard=False, checkpoint_interval=0,
+                              eval_episodes=0, device=str(self.device))
+        config = dataclasses.replace(
+            self.config, trainer=dataclasses.replace(t, **trainer_fields),
+            # DDPG updates from the first iteration, so its update is measured too.
+            ddpg=dataclasses.replace(self.config.ddpg, learning_starts=0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. the CPU size warning, once per probe
+            trainer = Trainer(config)
+        self.slots_per_env = trainer.num_slots // num_envs
+        return trainer
+
+    def _iterate(self, trainer, iterations: int) -> None:
+        for _ in range(iterations):
+            for g in trainer.groups:
+                g.learner.begin_iteration(trainer.global_step, 0.0)
+            trainer.phases.collect()
+            trainer.phases.update()
+            trainer.iteration += 1
+            trainer.global_step += trainer.batch
+
+    def _run(self, num_envs: int, iterations: int) -> None:
+        trainer = None
+        self._free()  # what a failed probe left (its traceback has been dropped by now)
+        try:
+            trainer = self._build(num_envs)
+            self._iterate(trainer, iterations)
+            self._sync()
+        finally:
+            del trainer
+            self._free()
+
+    def peak_bytes(self, num_envs: int) -> int:
+        """Peak memory of building ``num_envs`` and one iteration, above what was in
+        use before."""
+        self._free()
+        meter = MemoryMeter(self.device)
+        meter.reset()
+        self._run(num_envs, 1)
+        return meter.peak()
+
+    def verify(self, num_envs: int) -> None:
+        """Build and run three iterations (the third captures the CUDA graphs)."""
+        from gpu_vecenv.train.graphs import WARMUP_ITERATIONS
+
+        self._run(num_envs, WARMUP_ITERATIONS + 1)
+
+    def rate(self, num_envs: int) -> float:
+        """Env-steps/s (vector slots x steps) of the training iterations at
+        ``num_envs``, timed after a warm-up (the CUDA graphs captured)."""
+        from gpu_vecenv.train.graphs import WARMUP_ITERATIONS
+
+        trainer = None
+        self._free()  # what a failed probe left (its traceback has been dropped by now)
+        try:
+            trainer = self._build(num_envs)
+            self._iterate(trainer, WARMUP_ITERATIONS + 1)
+            self._sync()
+            iterations, start = 0, time.perf_counter()
+            while iterations < 3 or (time.perf_counter() - start < TIMED_SECONDS
+                                     and iterations < 100):
+                self._iterate(trainer, 1)
+                self._sync()
+                iterations += 1
+            seconds = time.perf_counter() - start
+            return iterations * trainer.batch / seconds
+        finally:
+            del trainer
+            self._free()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _free(self) -> None:
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+class MemoryMeter:
+    """Peak memory above the level at :meth:`reset` on ``device``, and free memory."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self._base = 0
+
+    def reset(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+        else:
+            Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+            self._base = _proc_status_bytes("VmRSS")
+
+    def peak(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) - self._base
+        return _proc_status_bytes("VmHWM") - self._base
+
+    def free(self) -> int:
+        """Bytes free now: the GPU's free memory, or the host's available RAM."""
+        if self.device.type == "cuda":
+            return torch.cuda.mem_get_info(self.device)[0]
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+        raise OSError("no MemAvailable in /proc/meminfo")
+
+
+def _proc_status_bytes(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise OSError(f"no {key} in /proc/self/status")
+
+
+def memory_is_measurable(device: torch.device) -> bool:
+    """CUDA always; the CPU where Linux's ``/proc`` lets the peak be reset and read."""
+    if device.type == "cuda":
+        return True
+    try:
+        meter = MemoryMeter(device)
+        meter.reset()
+        meter.peak()
+        meter.free()
+        return True
+    except OSError:
+        return False
+
+
+def choose_num_envs(config: Config, device: torch.device,
+                    log: Callable[[str], None] | None = print) -> Choice:
+    """The ``num_envs`` for ``config`` on ``device`` (``trainer.autoscale``,
+    ``autoscale_memory_fraction``, ``autoscale_max_envs``), printed through ``log``.
+
+    Builds trainers of ``config`` at several sizes (in a temporary run directory) and
+    frees them again; the caller builds the real one afterwards.
+    """
+    t = config.trainer
+    probe = Probe(config, device)
+    try:
+        meter = MemoryMeter(device)
+        lines: list[str] = []
+        per_env = _slots_per_env(config, device)  # the probe sizes are in slots
+        cap = t.autoscale_max_envs
+        why_cap = f"autoscale_max_envs {cap:,}"
+        if device.type == "cpu" and CPU_MAX_SLOTS // per_env < cap:
+            cap = max(1, CPU_MAX_SLOTS // per_env)
+            why_cap = f"the CPU limit of {CPU_MAX_SLOTS:,} vector slots"
+        ddpg_rows = _ddpg_buffer_rows(config)
+        if ddpg_rows is not None and ddpg_rows // per_env < cap:
+            cap = max(1, ddpg_rows // per_env)
+            why_cap = f"ddpg.buffer_size {ddpg_rows:,} (one step of every slot)"
+        cap = power_of_two_floor(cap)
+        if memory_is_measurable(device):
+            free = meter.free()
+            budget = t.autoscale_memory_fraction * free
+            large = min(cap, power_of_two_floor(max(1, PROBE_SLOTS[1] // per_env)))
+            small = max(1, min(large // 4, power_of_two_floor(PROBE_SLOTS[0] // per_env)))
+            _warm_up(probe, small)
+            found = search_memory(probe.peak_bytes, probe.verify, budget, cap,
+                                  (small, large))
+            n = found.num_envs
+            memory_text = _memory_text(found, n, cap, why_cap, budget, free,
+                                       t.autoscale_memory_fraction, device)
+        else:
+            n = cap
+            memory_text = f"{why_cap}; memory not measurable on this host"
+        if t.autoscale == "throughput":
+            start = min(n, power_of_two_floor(max(1, THROUGHPUT_START_SLOTS // per_env)))
+            searched = search_throughput(probe.rate, start, n)
+            lines += _rate_table(searched, per_env)
+            limit = n
+            n = searched.num_envs
+            memory_text += "; " + _throughput_text(searched, limit)
+        slots = f", {n * per_env:,} vector slots" if per_env > 1 else ""
+        unit = " (games)" if per_env > 1 else ""
+        lines.append(f"num_envs{unit}: auto -> {n:,}{slots} ({memory_text})")
+        if log is not None:
+            for line in lines:
+                log(line)
+        return Choice(n, per_env, lines)
+    finally:
+        probe.close()
+
+
+def _slots_per_env(config: Config, device: torch.device) -> int:
+    """Vector slots of one env (agents per game of a multi-agent env, else 1)."""
+    from gpu_vecenv.train.trainer import make_env
+
+    env = make_env(config, device, num_envs=1)
+    try:
+        return int(env.num_envs)
+    finally:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+
+def _warm_up(probe: Probe, num_envs: int) -> None:
+    """One unmeasured run first: what happens once per process (imports, kernel
+    compilation, cuBLAS workspaces, the capture stream's) is then in use before the
+    measured probes and does not bend the fitted line."""
+    try:
+        probe.verify(num_envs)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+
+
+def _ddpg_buffer_rows(config: Config) -> int | None:
+    if config.trainer.algo != "ddpg":
+        return None
+    return min(config.policy_config(name).buffer_size
+               for name in (list(config.policies) or ["default"]))
+
+
+def _bytes(x: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if x >= size:
+            return f"{x / size:.2f} {unit}"
+    return f"{x:.0f} B"
+
+
+def _memory_text(found: MemorySearch, n: int, cap: int, why_cap: str, budget: float,
+                 free: int, fraction: float, device: torch.device) -> str:
+    fit = found.fit
+    sizes = " and ".join(f"{size:,}" for size, _ in fit.probes)
+    where = "free" if device.type == "cuda" else "available RAM"
+    text = (f"memory: {_bytes(fit.bytes_per_env)} per env + {_bytes(fit.fixed_bytes)}, "
+            f"measured at {sizes} envs; {n:,} envs use {_bytes(fit.bytes_at(n))} of "
+            f"{fraction:g} x {_bytes(free)} {where}")
+    if n == cap and fit.bytes_at(2 * n) <= budget:
+        text += f", capped by {why_cap}"
+    if found.failed:
+        text += (", out of memory at " + ", ".join(f"{s:,}" for s in found.failed)
+                 + " (halved)")
+    return text
+
+
+def _rate_table(searched: ThroughputSearch, per_env: int) -> list[str]:
+    lines = ["num_envs: auto, throughput (training env-steps/s per size):",
+             f"  {'num_envs':>10}  {'slots':>12}  {'env-steps/s':>14}  gain"]
+    previous = None
+    for n, rate in searched.rates:
+        if rate is None:
+            lines.append(f"  {n:>10,}  {n * per_env:>12,}  {'out of memory':>14}")
+            continue
+        gain = f"{rate / previous - 1:+.0%}" if previous else ""
+        lines.append(f"  {n:>10,}  {n * per_env:>12,}  {rate:>14,.0f}  {gain}".rstrip())
+        previous = rate
+    return lines
+
+
+def _throughput_text(searched: ThroughputSearch, limit: int) -> str:
+    n, rates = searched.num_envs, dict(searched.rates)
+    if len(rates) == 1:
+        return f"throughput: {rates[n]:,.0f} env-steps/s at {n:,}, the only size to measure"
+    if n == limit:
+        return (f"throughput: {rates[n]:,.0f} env-steps/s at {n:,}, still growing at the "
+                "memory limit")
+    doubled = rates.get(2 * n)
+    if doubled is None:
+        return (f"throughput: {rates[n]:,.0f} env-steps/s at {n:,}; {2 * n:,} ran out of "
+                "memory")
+    return (f"throughput: {rates[n]:,.0f} env-steps/s at {n:,}; doubling to {2 * n:,} gave "
+            f"{doubled / rates[n] - 1:+.0%} (< {MIN_GAIN:.0%})")
+
+
+def resolve_num_envs(config: Config, device: torch.device, resume_dir: Path | None = None,
+                     log: Callable[[str], None] | None = print) -> Config:
+    """``config`` with ``trainer.num_envs: auto`` replaced by a number: the one the run
+    in ``resume_dir`` was started with (its ``config.yaml``), else
+    :func:`choose_num_envs`'s. A config with a number is returned as it is."""
+    t = config.trainer
+    if t.num_envs != "auto":
+        return config
+    if resume_dir is not None:
+        from gpu_vecenv.train.config_loading import load_yaml
+
+        n = (load_yaml(Path(resume_dir) / "config.yaml").get("trainer") or {}).get("num_envs")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"num_envs: auto on --resume: {resume_dir}/config.yaml holds "
+                             f"no number of envs (num_envs: {n!r})")
+        if log is not None:
+            log(f"num_envs: auto -> {n:,} (the size the run in {resume_dir} started with)")
+    else:
+        n = choose_num_envs(config, device, log).num_envs
+    return dataclasses.replace(config, trainer=dataclasses.replace(t, num_envs=n))

@@ -49,7 +49,8 @@ PROBE_SLOTS = (4096, 16384)
 rounded down to a power of two; at most ``autoscale_max_envs``)."""
 
 THROUGHPUT_START_SLOTS = 1024
-"""Throughput mode starts at this many vector slots (as envs, like :data:`PROBE_SLOTS`)."""
+"""Throughput mode starts at this many vector slots (as envs, like :data:`PROBE_SLOTS`),
+or at a quarter of the memory choice if that is smaller."""
 
 CPU_MAX_SLOTS = 4096
 """On the CPU, auto chooses at most this many vector slots (the trainer's size warning)."""
@@ -63,13 +64,21 @@ class OutOfMemory(Exception):
     functions; :func:`is_out_of_memory` tells which real errors are that)."""
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` means the device (or the host) ran out of memory."""
-    if isinstance(exc, (OutOfMemory, torch.cuda.OutOfMemoryError, MemoryError)):
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text)
+def is_out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an error it was raised from or while handling (an out of
+    memory inside a CUDA graph capture surfaces as the failed capture), means the device
+    (or the host) ran out of memory."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (OutOfMemory, torch.cuda.OutOfMemoryError, MemoryError)):
+            return True
+        text = str(exc)
+        if isinstance(exc, RuntimeError) and (
+                "out of memory" in text or "can't allocate memory" in text):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def power_of_two_floor(x: float) -> int:
@@ -203,7 +212,7 @@ def search_throughput(rate: Callable[[int], float], start: int, cap: int,
             rates.append((2 * n, None))
             break
         rates.append((2 * n, doubled))
-        if doubled < (1.0 + min_gain) * rates[-2][1]:
+        if doubled - rates[-2][1] < min_gain * rates[-2][1]:
             break
         n *= 2
     return ThroughputSearch(n, rates)
@@ -397,11 +406,12 @@ def choose_num_envs(config: Config, device: torch.device,
             why_cap = f"ddpg.buffer_size {ddpg_rows:,} (one step of every slot)"
         cap = power_of_two_floor(cap)
         if memory_is_measurable(device):
-            free = meter.free()
-            budget = t.autoscale_memory_fraction * free
             large = min(cap, power_of_two_floor(max(1, PROBE_SLOTS[1] // per_env)))
             small = max(1, min(large // 4, power_of_two_floor(PROBE_SLOTS[0] // per_env)))
             _warm_up(probe, small)
+            probe._free()
+            free = meter.free()  # after the warm-up: kernels and library handles loaded
+            budget = t.autoscale_memory_fraction * free
             found = search_memory(probe.peak_bytes, probe.verify, budget, cap,
                                   (small, large))
             n = found.num_envs
@@ -411,7 +421,7 @@ def choose_num_envs(config: Config, device: torch.device,
             n = cap
             memory_text = f"{why_cap}; memory not measurable on this host"
         if t.autoscale == "throughput":
-            start = min(n, power_of_two_floor(max(1, THROUGHPUT_START_SLOTS // per_env)))
+            start = power_of_two_floor(min(THROUGHPUT_START_SLOTS // per_env, n // 4))
             searched = search_throughput(probe.rate, start, n)
             lines += _rate_table(searched, per_env)
             limit = n
@@ -502,7 +512,7 @@ def _throughput_text(searched: ThroughputSearch, limit: int) -> str:
         return f"throughput: {rates[n]:,.0f} env-steps/s at {n:,}, the only size to measure"
     if n == limit:
         return (f"throughput: {rates[n]:,.0f} env-steps/s at {n:,}, still growing at the "
-                "memory limit")
+                "largest size allowed")
     doubled = rates.get(2 * n)
     if doubled is None:
         return (f"throughput: {rates[n]:,.0f} env-steps/s at {n:,}; {2 * n:,} ran out of "

@@ -55,6 +55,10 @@ or at a quarter of the memory choice if that is smaller."""
 CPU_MAX_SLOTS = 4096
 """On the CPU, auto chooses at most this many vector slots (the trainer's size warning)."""
 
+MAX_ROLLOUT_ROWS = 2**31 - 1
+"""PPO/A2C: the most roll-out rows (vector slots x ``num_steps``) auto chooses; the fused
+PPO kernels index rows with 32-bit ints."""
+
 TIMED_SECONDS = 1.0
 """Throughput mode: time at least this long (and at least 3 iterations) per size."""
 
@@ -400,6 +404,11 @@ def choose_num_envs(config: Config, device: torch.device,
         if device.type == "cpu" and CPU_MAX_SLOTS // per_env < cap:
             cap = max(1, CPU_MAX_SLOTS // per_env)
             why_cap = f"the CPU limit of {CPU_MAX_SLOTS:,} vector slots"
+        if t.algo in ("ppo", "a2c"):
+            rows = per_env * config.algo_config.num_steps
+            if MAX_ROLLOUT_ROWS // rows < cap:
+                cap = max(1, MAX_ROLLOUT_ROWS // rows)
+                why_cap = f"{MAX_ROLLOUT_ROWS + 1:,} roll-out rows (32-bit row indices)"
         ddpg_rows = _ddpg_buffer_rows(config)
         if ddpg_rows is not None and ddpg_rows // per_env < cap:
             cap = max(1, ddpg_rows // per_env)

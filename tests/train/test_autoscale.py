@@ -240,14 +240,35 @@ def test_throughput_mode_on_the_cpu_prints_what_it_measured(tmp_path, capsys):
     assert "throughput: " in out[-1]
 
 
-def test_cpu_limit_and_ddpg_replay_buffer_cap_the_choice(monkeypatch):
+def test_cpu_limit_rollout_rows_and_ddpg_replay_buffer_cap_the_choice(monkeypatch):
     monkeypatch.setattr(autoscale, "CPU_MAX_SLOTS", 8)
     config = load_config(None, [*_TINY, "trainer.num_envs=auto"])
     choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
     assert choice.num_envs == 8 and "capped by the CPU limit of 8 vector slots" in choice.lines[-1]
+
+    monkeypatch.setattr(autoscale, "MAX_ROLLOUT_ROWS", 63)  # 8 steps: 7 envs, 4 as 2^k
+    choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
+    assert choice.num_envs == 4 and "capped by 64 roll-out rows" in choice.lines[-1]
 
     config = load_config(None, [
         *_TINY, "trainer.num_envs=auto", "trainer.env=GPUPendulum-v1", "trainer.algo=ddpg",
         "ddpg.buffer_size=6", "ddpg.batch_size=4", "ddpg.hidden_sizes=[8]"])
     choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
     assert choice.num_envs == 4 and "ddpg.buffer_size 6" in choice.lines[-1]
+
+
+def test_out_of_memory_while_verifying_the_choice_is_caught_and_said(monkeypatch, capsys):
+    real_verify = autoscale.Probe.verify
+    tried = []
+
+    def verify(self, num_envs):  # a device on which only 4 envs fit
+        tried.append(num_envs)
+        if num_envs > 4:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
+        real_verify(self, num_envs)
+
+    monkeypatch.setattr(autoscale.Probe, "verify", verify)
+    config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale_max_envs=16"])
+    assert autoscale.choose_num_envs(config, torch.device("cpu")).num_envs == 4
+    assert tried[-3:] == [16, 8, 4]
+    assert "out of memory at 16, 8 (halved)" in capsys.readouterr().out

@@ -531,10 +531,15 @@ def _throughput_text(searched: ThroughputSearch, limit: int) -> str:
 
 
 def resolve_num_envs(config: Config, device: torch.device, resume_dir: Path | None = None,
-                     log: Callable[[str], None] | None = print) -> Config:
+                     log: Callable[[str], None] | None = print,
+                     agree: Callable[[int], int] | None = None) -> Config:
     """``config`` with ``trainer.num_envs: auto`` replaced by a number: the one the run
     in ``resume_dir`` was started with (its ``config.yaml``), else
-    :func:`choose_num_envs`'s. A config with a number is returned as it is."""
+    :func:`choose_num_envs`'s for ``device``. A config with a number is returned as it is.
+
+    ``agree``: with several data-parallel ranks, each searches on its own GPU and this
+    turns the rank's choice into the one every rank uses (e.g. their minimum, through
+    ``torch.distributed.all_reduce``); ``None``: the rank's own choice."""
     t = config.trainer
     if t.num_envs != "auto":
         return config
@@ -549,4 +554,9 @@ def resolve_num_envs(config: Config, device: torch.device, resume_dir: Path | No
             log(f"num_envs: auto -> {n:,} (the size the run in {resume_dir} started with)")
     else:
         n = choose_num_envs(config, device, log).num_envs
+        if agree is not None:
+            chosen, n = n, int(agree(n))
+            if n != chosen and log is not None:
+                log(f"num_envs: auto -> {n:,} agreed between the ranks (this one chose "
+                    f"{chosen:,})")
     return dataclasses.replace(config, trainer=dataclasses.replace(t, num_envs=n))

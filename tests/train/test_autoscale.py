@@ -272,3 +272,17 @@ def test_out_of_memory_while_verifying_the_choice_is_caught_and_said(monkeypatch
     assert autoscale.choose_num_envs(config, torch.device("cpu")).num_envs == 4
     assert tried[-3:] == [16, 8, 4]
     assert "out of memory at 16, 8 (halved)" in capsys.readouterr().out
+
+
+def test_ranks_agree_on_one_number(capsys):
+    config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale_max_envs=8"])
+    seen = []
+
+    def minimum_over_ranks(n):  # what an all_reduce(MIN) over the ranks would give
+        seen.append(n)
+        return 2
+
+    resolved = autoscale.resolve_num_envs(config, torch.device("cpu"), agree=minimum_over_ranks)
+    assert seen == [8] and resolved.trainer.num_envs == 2
+    assert "num_envs: auto -> 2 agreed between the ranks (this one chose 8)" in (
+        capsys.readouterr().out)

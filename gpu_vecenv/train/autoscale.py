@@ -14,11 +14,11 @@ memory choice, each size is built, warmed up and timed for a few iterations; the
 stops at the first doubling that adds less than :data:`MIN_GAIN` env-steps/s and
 chooses the size before it.
 
-On a CUDA device, memory is torch's peak allocation (``torch.cuda.max_memory_allocated``)
-and free memory ``torch.cuda.mem_get_info``; everything is per device, so with several
-ranks each chooses for its own GPU. On the CPU the peak resident set size is measured
-(Linux: ``/proc/self/status`` ``VmHWM``, reset through ``/proc/self/clear_refs``) against
-the available RAM, and the choice is further capped at :data:`CPU_MAX_SLOTS` vector slots:
+How memory and speed are measured (on a CUDA device torch's peak allocation against the
+GPU's free memory; on the CPU the peak resident set size against the available RAM) is
+:mod:`gpu_vecenv.train.probe`'s. Everything is per device, so with several ranks each
+chooses for its own GPU (:func:`resolve_num_envs` takes a function to agree on one
+number). On the CPU the choice is further capped at :data:`CPU_MAX_SLOTS` vector slots:
 there time, not memory, is the limit.
 
 The search functions (:func:`fit_memory`, :func:`search_memory`,
@@ -29,10 +29,6 @@ with made-up numbers; :func:`choose_num_envs` gives them the real ones.
 from __future__ import annotations
 
 import dataclasses
-import gc
-import tempfile
-import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +36,7 @@ from pathlib import Path
 import torch
 
 from gpu_vecenv.train.config import Config
+from gpu_vecenv.train.probe import MemoryMeter, Probe, memory_is_measurable
 
 MIN_GAIN = 0.10
 """Throughput mode: the least relative gain in env-steps/s for a doubling to be taken."""
@@ -58,9 +55,6 @@ CPU_MAX_SLOTS = 4096
 MAX_ROLLOUT_ROWS = 2**31 - 1
 """PPO/A2C: the most roll-out rows (vector slots x ``num_steps``) auto chooses; the fused
 PPO kernels index rows with 32-bit ints."""
-
-TIMED_SECONDS = 1.0
-"""Throughput mode: time at least this long (and at least 3 iterations) per size."""
 
 
 class OutOfMemory(Exception):
@@ -234,157 +228,6 @@ class Choice:
     lines: list[str]
 
 
-class Probe:
-    """Builds the trainer of ``config`` at a given size on ``device`` and runs it: the
-    measurements :func:`search_memory` and :func:`search_throughput` need."""
-
-    def __init__(self, config: Config, device: torch.device):
-        self.config = config
-        self.device = device
-        self.slots_per_env: int | None = None
-        self.iteration_seconds: float | None = None
-        self._tmp = tempfile.TemporaryDirectory(prefix="gpu_vecenv_autoscale_")
-
-    def close(self) -> None:
-        self._tmp.cleanup()
-
-    def _build(self, num_envs: int):
-        from gpu_vecenv.train.trainer import Trainer
-
-        t = self.config.trainer
-        trainer_fields = dict(num_envs=num_envs, run_dir=str(Path(self._tmp.name) / "run"),
-                              progress=False, tensorboard=False, checkpoint_interval=0,
-                              eval_episodes=0, device=str(self.device))
-        config = dataclasses.replace(
-            self.config, trainer=dataclasses.replace(t, **trainer_fields),
-            # DDPG updates from the first iteration, so its update is measured too.
-            ddpg=dataclasses.replace(self.config.ddpg, learning_starts=0))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. the CPU size warning, once per probe
-            trainer = Trainer(config)
-        self.slots_per_env = trainer.num_slots // num_envs
-        return trainer
-
-    def _iterate(self, trainer, iterations: int) -> None:
-        for _ in range(iterations):
-            for g in trainer.groups:
-                g.learner.begin_iteration(trainer.global_step, 0.0)
-            trainer.phases.collect()
-            trainer.phases.update()
-            trainer.iteration += 1
-            trainer.global_step += trainer.batch
-
-    def _run(self, num_envs: int, iterations: int) -> None:
-        trainer = None
-        self._free()  # what a failed probe left (its traceback has been dropped by now)
-        try:
-            trainer = self._build(num_envs)
-            self._iterate(trainer, iterations)
-            self._sync()
-        finally:
-            del trainer
-            self._free()
-
-    def peak_bytes(self, num_envs: int) -> int:
-        """Peak memory of building ``num_envs`` and one iteration, above what was in
-        use before."""
-        self._free()
-        meter = MemoryMeter(self.device)
-        meter.reset()
-        self._run(num_envs, 1)
-        return meter.peak()
-
-    def verify(self, num_envs: int) -> None:
-        """Build and run three iterations (the third captures the CUDA graphs)."""
-        from gpu_vecenv.train.graphs import WARMUP_ITERATIONS
-
-        self._run(num_envs, WARMUP_ITERATIONS + 1)
-
-    def rate(self, num_envs: int) -> float:
-        """Env-steps/s (vector slots x steps) of the training iterations at
-        ``num_envs``, timed after a warm-up (the CUDA graphs captured)."""
-        from gpu_vecenv.train.graphs import WARMUP_ITERATIONS
-
-        trainer = None
-        self._free()  # what a failed probe left (its traceback has been dropped by now)
-        try:
-            trainer = self._build(num_envs)
-            self._iterate(trainer, WARMUP_ITERATIONS + 1)
-            self._sync()
-            iterations, start = 0, time.perf_counter()
-            while iterations < 3 or (time.perf_counter() - start < TIMED_SECONDS
-                                     and iterations < 100):
-                self._iterate(trainer, 1)
-                self._sync()
-                iterations += 1
-            seconds = time.perf_counter() - start
-            return iterations * trainer.batch / seconds
-        finally:
-            del trainer
-            self._free()
-
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def _free(self) -> None:
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-
-
-class MemoryMeter:
-    """Peak memory above the level at :meth:`reset` on ``device``, and free memory."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self._base = 0
-
-    def reset(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self._base = torch.cuda.memory_allocated(self.device)
-        else:
-            Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
-            self._base = _proc_status_bytes("VmRSS")
-
-    def peak(self) -> int:
-        if self.device.type == "cuda":
-            return torch.cuda.max_memory_allocated(self.device) - self._base
-        return _proc_status_bytes("VmHWM") - self._base
-
-    def free(self) -> int:
-        """Bytes free now: the GPU's free memory, or the host's available RAM."""
-        if self.device.type == "cuda":
-            return torch.cuda.mem_get_info(self.device)[0]
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-        raise OSError("no MemAvailable in /proc/meminfo")
-
-
-def _proc_status_bytes(key: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) * 1024
-    raise OSError(f"no {key} in /proc/self/status")
-
-
-def memory_is_measurable(device: torch.device) -> bool:
-    """CUDA always; the CPU where Linux's ``/proc`` lets the peak be reset and read."""
-    if device.type == "cuda":
-        return True
-    try:
-        meter = MemoryMeter(device)
-        meter.reset()
-        meter.peak()
-        meter.free()
-        return True
-    except OSError:
-        return False
-
-
 def choose_num_envs(config: Config, device: torch.device,
                     log: Callable[[str], None] | None = print) -> Choice:
     """The ``num_envs`` for ``config`` on ``device`` (``trainer.autoscale``,
@@ -418,7 +261,7 @@ def choose_num_envs(config: Config, device: torch.device,
             large = min(cap, power_of_two_floor(max(1, PROBE_SLOTS[1] // per_env)))
             small = max(1, min(large // 4, power_of_two_floor(PROBE_SLOTS[0] // per_env)))
             _warm_up(probe, small)
-            probe._free()
+            probe.free_memory()
             free = meter.free()  # after the warm-up: kernels and library handles loaded
             budget = t.autoscale_memory_fraction * free
             found = search_memory(probe.peak_bytes, probe.verify, budget, cap,

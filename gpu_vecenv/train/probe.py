@@ -24,7 +24,10 @@ import torch
 from gpu_vecenv.train.config import Config
 
 TIMED_SECONDS = 1.0
-"""Throughput mode: time at least this long (and at least 3 iterations) per size."""
+"""Throughput: time about this long (at least 3 iterations) per size."""
+
+MAX_TIMED_ITERATIONS = 1000
+"""Throughput: time at most this many iterations per size."""
 
 
 class Probe:
@@ -102,14 +105,18 @@ class Probe:
             trainer = self._build(num_envs)
             self._iterate(trainer, WARMUP_ITERATIONS + 1)
             self._sync()
-            iterations, start = 0, time.perf_counter()
-            while iterations < 3 or (time.perf_counter() - start < TIMED_SECONDS
-                                     and iterations < 100):
-                self._iterate(trainer, 1)
+            # As in training, the host only queues work: one sync after 3 iterations to
+            # see how long they take, one after as many more as fill TIMED_SECONDS.
+            start = time.perf_counter()
+            self._iterate(trainer, 3)
+            self._sync()
+            first = time.perf_counter() - start
+            more = min(MAX_TIMED_ITERATIONS, int(3 * TIMED_SECONDS / max(first, 1e-9))) - 3
+            if more > 0:
+                self._iterate(trainer, more)
                 self._sync()
-                iterations += 1
             seconds = time.perf_counter() - start
-            return iterations * trainer.batch / seconds
+            return (3 + max(more, 0)) * trainer.batch / seconds
         finally:
             del trainer
             self.free_memory()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gpu_vecenv.cli import main as cli_main
-from gpu_vecenv.train import autoscale
+from gpu_vecenv.train import autoscale, probe
 from gpu_vecenv.train.autoscale import (
     OutOfMemory,
     fit_memory,
@@ -226,7 +226,8 @@ def dataclass_with_run_dir(config, run_dir):
                                                                    run_dir=str(run_dir)))
 
 
-def test_throughput_mode_on_the_cpu_prints_what_it_measured(tmp_path, capsys):
+def test_throughput_mode_on_the_cpu_prints_what_it_measured(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(probe, "TIMED_SECONDS", 0.2)
     config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale=throughput",
                                 "trainer.autoscale_max_envs=8"])
     choice = autoscale.choose_num_envs(config, torch.device("cpu"))

@@ -257,6 +257,9 @@ def choose_num_envs(config: Config, device: torch.device,
             cap = max(1, ddpg_rows // per_env)
             why_cap = f"ddpg.buffer_size {ddpg_rows:,} (one step of every slot)"
         cap = power_of_two_floor(cap)
+        if log is not None:  # the search takes seconds to minutes: say what is going on
+            log(f"num_envs: auto: building and timing the trainer at a few sizes on "
+                f"{device} (trainer.autoscale: {t.autoscale}) ...")
         if memory_is_measurable(device):
             large = min(cap, power_of_two_floor(max(1, PROBE_SLOTS[1] // per_env)))
             small = max(1, min(large // 4, power_of_two_floor(PROBE_SLOTS[0] // per_env)))
@@ -274,8 +277,9 @@ def choose_num_envs(config: Config, device: torch.device,
             memory_text = f"{why_cap}; memory not measurable on this host"
         if t.autoscale == "throughput":
             start = power_of_two_floor(min(THROUGHPUT_START_SLOTS // per_env, n // 4))
-            searched = search_throughput(probe.rate, start, n)
-            lines += _rate_table(searched, per_env)
+            table = _RateTable(per_env, log)
+            searched = search_throughput(table.measuring(probe.rate), start, n)
+            lines += table.lines
             limit = n
             n = searched.num_envs
             memory_text += "; " + _throughput_text(searched, limit)
@@ -283,8 +287,7 @@ def choose_num_envs(config: Config, device: torch.device,
         unit = " (games)" if per_env > 1 else ""
         lines.append(f"num_envs{unit}: auto -> {n:,}{slots} ({memory_text})")
         if log is not None:
-            for line in lines:
-                log(line)
+            log(lines[-1])
         return Choice(n, per_env, lines)
     finally:
         probe.close()
@@ -344,18 +347,37 @@ def _memory_text(found: MemorySearch, n: int, cap: int, why_cap: str, budget: fl
     return text
 
 
-def _rate_table(searched: ThroughputSearch, per_env: int) -> list[str]:
-    lines = ["num_envs: auto, throughput (training env-steps/s per size):",
-             f"  {'num_envs':>10}  {'slots':>12}  {'env-steps/s':>14}  gain"]
-    previous = None
-    for n, rate in searched.rates:
-        if rate is None:
-            lines.append(f"  {n:>10,}  {n * per_env:>12,}  {'out of memory':>14}")
-            continue
-        gain = f"{rate / previous - 1:+.0%}" if previous else ""
-        lines.append(f"  {n:>10,}  {n * per_env:>12,}  {rate:>14,.0f}  {gain}".rstrip())
-        previous = rate
-    return lines
+class _RateTable:
+    """The throughput table, each row logged as it is measured (a search on a GPU takes
+    a minute or two)."""
+
+    def __init__(self, per_env: int, log: Callable[[str], None] | None):
+        self.per_env, self.log = per_env, log
+        self.lines: list[str] = []
+        self.previous: float | None = None
+        self._add("num_envs: auto, throughput (training env-steps/s per size):")
+        self._add(f"  {'num_envs':>10}  {'slots':>12}  {'env-steps/s':>14}  gain")
+
+    def _add(self, line: str) -> None:
+        self.lines.append(line.rstrip())
+        if self.log is not None:
+            self.log(line.rstrip())
+
+    def measuring(self, rate: Callable[[int], float]) -> Callable[[int], float]:
+        """``rate`` that also adds its row (an out of memory too, then re-raised)."""
+        def measured(n: int) -> float:
+            size = f"  {n:>10,}  {n * self.per_env:>12,}"
+            try:
+                value = rate(n)
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    self._add(f"{size}  {'out of memory':>14}")
+                raise
+            gain = f"{value / self.previous - 1:+.0%}" if self.previous else ""
+            self._add(f"{size}  {value:>14,.0f}  {gain}")
+            self.previous = value
+            return value
+        return measured
 
 
 def _throughput_text(searched: ThroughputSearch, limit: int) -> str:

@@ -197,7 +197,8 @@ def test_auto_run_equals_the_run_with_the_number_it_chose(tmp_path, capsys):
     config = load_config(None, [*_TINY, "trainer.num_envs=auto",
                                 "trainer.autoscale_max_envs=16"])
     auto = Trainer(dataclass_with_run_dir(config, tmp_path / "auto"))
-    line = capsys.readouterr().out
+    first, line = capsys.readouterr().out.splitlines()
+    assert first.startswith("num_envs: auto: building and timing the trainer")
     assert auto.config.trainer.num_envs == 16 and auto.num_slots == 16
     assert line.startswith("num_envs: auto -> 16 (memory: ")
     assert "capped by autoscale_max_envs 16" in line
@@ -231,7 +232,7 @@ def test_throughput_mode_on_the_cpu_prints_what_it_measured(tmp_path, capsys, mo
     config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale=throughput",
                                 "trainer.autoscale_max_envs=8"])
     choice = autoscale.choose_num_envs(config, torch.device("cpu"))
-    out = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()[1:]
     assert choice.num_envs in (1, 2, 4, 8) and choice.slots_per_env == 1
     assert out[0] == "num_envs: auto, throughput (training env-steps/s per size):"
     sizes = [int(line.split()[0].replace(",", "")) for line in out[2:-1]]

@@ -50,7 +50,8 @@ THROUGHPUT_START_SLOTS = 1024
 or at a quarter of the memory choice if that is smaller."""
 
 CPU_MAX_SLOTS = 4096
-"""On the CPU, auto chooses at most this many vector slots (the trainer's size warning)."""
+"""On the CPU, auto chooses fewer vector slots than this (the size from which the trainer
+warns that a run is sized for a GPU: ``trainer.CPU_SLOTS_WARNING``)."""
 
 MAX_ROLLOUT_ROWS = 2**31 - 1
 """PPO/A2C: the most roll-out rows (vector slots x ``num_steps``) auto chooses; the fused
@@ -244,9 +245,9 @@ def choose_num_envs(config: Config, device: torch.device,
         per_env = _slots_per_env(config, device)  # the probe sizes are in slots
         cap = t.autoscale_max_envs
         why_cap = f"autoscale_max_envs {cap:,}"
-        if device.type == "cpu" and CPU_MAX_SLOTS // per_env < cap:
-            cap = max(1, CPU_MAX_SLOTS // per_env)
-            why_cap = f"the CPU limit of {CPU_MAX_SLOTS:,} vector slots"
+        if device.type == "cpu" and (CPU_MAX_SLOTS - 1) // per_env < cap:
+            cap = max(1, (CPU_MAX_SLOTS - 1) // per_env)
+            why_cap = f"the CPU limit (fewer than {CPU_MAX_SLOTS:,} vector slots)"
         if t.algo in ("ppo", "a2c"):
             rows = per_env * config.algo_config.num_steps
             if MAX_ROLLOUT_ROWS // rows < cap:

@@ -243,10 +243,14 @@ def test_throughput_mode_on_the_cpu_prints_what_it_measured(tmp_path, capsys, mo
 
 
 def test_cpu_limit_rollout_rows_and_ddpg_replay_buffer_cap_the_choice(monkeypatch):
-    monkeypatch.setattr(autoscale, "CPU_MAX_SLOTS", 8)
+    from gpu_vecenv.train.trainer import CPU_SLOTS_WARNING
+
+    assert autoscale.CPU_MAX_SLOTS <= CPU_SLOTS_WARNING  # auto never chooses a warned size
+    monkeypatch.setattr(autoscale, "CPU_MAX_SLOTS", 9)
     config = load_config(None, [*_TINY, "trainer.num_envs=auto"])
     choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
-    assert choice.num_envs == 8 and "capped by the CPU limit of 8 vector slots" in choice.lines[-1]
+    assert choice.num_envs == 8
+    assert "capped by the CPU limit (fewer than 9 vector slots)" in choice.lines[-1]
 
     monkeypatch.setattr(autoscale, "MAX_ROLLOUT_ROWS", 63)  # 8 steps: 7 envs, 4 as 2^k
     choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)

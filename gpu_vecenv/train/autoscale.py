@@ -41,9 +41,10 @@ from gpu_vecenv.train.probe import MemoryMeter, Probe, memory_is_measurable
 MIN_GAIN = 0.10
 """Throughput mode: the least relative gain in env-steps/s for a doubling to be taken."""
 
-PROBE_SLOTS = (4096, 16384)
-"""Vector slots of the two memory probes (as envs: divided by the agents per env and
-rounded down to a power of two; at most ``autoscale_max_envs``)."""
+PROBE_SLOTS = {"cuda": (16384, 65536), "cpu": (512, 2048)}
+"""Vector slots of the two memory probes by device type (as envs: divided by the agents
+per env and rounded down to a power of two; within the cap). Large enough on a GPU that
+the allocator's rounding (to 512 bytes, 2 MiB segments) is small against the slope."""
 
 THROUGHPUT_START_SLOTS = 1024
 """Throughput mode starts at this many vector slots (as envs, like :data:`PROBE_SLOTS`),
@@ -262,8 +263,9 @@ def choose_num_envs(config: Config, device: torch.device,
             log(f"num_envs: auto: building and timing the trainer at a few sizes on "
                 f"{device} (trainer.autoscale: {t.autoscale}) ...")
         if memory_is_measurable(device):
-            large = min(cap, power_of_two_floor(max(1, PROBE_SLOTS[1] // per_env)))
-            small = max(1, min(large // 4, power_of_two_floor(PROBE_SLOTS[0] // per_env)))
+            slots = PROBE_SLOTS.get(device.type, PROBE_SLOTS["cuda"])
+            large = min(cap, power_of_two_floor(max(1, slots[1] // per_env)))
+            small = max(1, min(large // 4, power_of_two_floor(slots[0] // per_env)))
             _warm_up(probe, small)
             probe.free_memory()
             free = meter.free()  # after the warm-up: kernels and library handles loaded
@@ -272,7 +274,8 @@ def choose_num_envs(config: Config, device: torch.device,
                                   (small, large))
             n = found.num_envs
             memory_text = _memory_text(found, n, cap, why_cap, budget, free,
-                                       t.autoscale_memory_fraction, device)
+                                       t.autoscale_memory_fraction, device,
+                                       probe.verified_peak)
         else:
             n = cap
             memory_text = f"{why_cap}; memory not measurable on this host"
@@ -333,12 +336,16 @@ def _bytes(x: float) -> str:
 
 
 def _memory_text(found: MemorySearch, n: int, cap: int, why_cap: str, budget: float,
-                 free: int, fraction: float, device: torch.device) -> str:
+                 free: int, fraction: float, device: torch.device,
+                 verified_peak: int | None) -> str:
     fit = found.fit
     sizes = " and ".join(f"{size:,}" for size, _ in fit.probes)
     where = "free" if device.type == "cuda" else "available RAM"
+    used = f"{_bytes(fit.bytes_at(n))} predicted"
+    if verified_peak is not None:
+        used += f", {_bytes(verified_peak)} measured"
     text = (f"memory: {_bytes(fit.bytes_per_env)} per env + {_bytes(fit.fixed_bytes)}, "
-            f"measured at {sizes} envs; {n:,} envs use {_bytes(fit.bytes_at(n))} of "
+            f"measured at {sizes} envs; {n:,} envs use {used}, of "
             f"{fraction:g} x {_bytes(free)} {where}")
     if n == cap and fit.bytes_at(2 * n) <= budget:
         text += f", capped by {why_cap}"

@@ -40,6 +40,8 @@ class Probe:
         self.config = config
         self.device = device
         self._tmp = tempfile.TemporaryDirectory(prefix="gpu_vecenv_autoscale_")
+        self.verified_peak: int | None = None
+        """peak bytes of the last :meth:`verify` (``None`` where not measurable)"""
 
     def close(self) -> None:
         self._tmp.cleanup()
@@ -89,10 +91,17 @@ class Probe:
         return meter.peak()
 
     def verify(self, num_envs: int) -> None:
-        """Build and run three iterations (the third captures the CUDA graphs)."""
+        """Build and run three iterations (the third captures the CUDA graphs); their
+        peak memory is then :attr:`verified_peak`."""
         from gpu_vecenv.train.graphs import WARMUP_ITERATIONS
 
+        self.free_memory()
+        meter = MemoryMeter(self.device)
+        measurable = memory_is_measurable(self.device)
+        if measurable:
+            meter.reset()
         self._run(num_envs, WARMUP_ITERATIONS + 1)
+        self.verified_peak = meter.peak() if measurable else None
 
     def rate(self, num_envs: int) -> float:
         """Env-steps/s (vector slots x steps) of the training iterations at

@@ -1,12 +1,12 @@
 """``trainer.num_envs: auto``: choosing the number of envs for the device.
 
-Memory (``trainer.autoscale: memory``, the default): the trainer is built at two small
-sizes and run for one iteration (roll-out and update), the peak memory of each is
-measured, and a line ``bytes = fixed + per_env * num_envs`` is fitted through them. The
-choice is the largest power of two whose predicted bytes fit
+Memory (``trainer.autoscale: memory``, the default): after an unmeasured warm-up, the
+trainer is built at two small sizes and run for three iterations as training runs them
+(roll-outs and updates; the third captures the CUDA graphs, whose memory counts too), the
+peak memory of each is measured, and a line ``bytes = fixed + per_env * num_envs`` is
+fitted through them. The choice is the largest power of two whose predicted bytes fit
 ``autoscale_memory_fraction`` of the memory that was free before, at most
-``autoscale_max_envs``. It is then verified: built and run for three iterations (the
-third captures the CUDA graphs, whose memory counts too); out of memory halves it and
+``autoscale_max_envs``. It is then verified the same way; out of memory halves it and
 tries again.
 
 Throughput (``trainer.autoscale: throughput``): from a small power of two up to the
@@ -135,22 +135,24 @@ class MemorySearch:
 
     num_envs: int
     fit: MemoryFit
+    peak: int
+    """measured peak bytes at ``num_envs``"""
     failed: list[int] = field(default_factory=list)
     """sizes that ran out of memory when verified (each halved)"""
 
 
-def search_memory(measure: Callable[[int], int], verify: Callable[[int], None],
-                  budget: float, cap: int, probe_sizes: tuple[int, int]) -> MemorySearch:
-    """The largest power of two ``<= cap`` that fits ``budget`` bytes.
+def search_memory(measure: Callable[[int], int], budget: float, cap: int,
+                  probe_sizes: tuple[int, int]) -> MemorySearch:
+    """The largest power of two ``<= cap`` that fits ``budget`` bytes: fitted to two
+    probes, then verified.
 
     Args:
-        measure: peak bytes of a run at ``num_envs`` (raises :class:`OutOfMemory`, or a
-            real out-of-memory error, if it does not fit).
-        verify: builds and runs ``num_envs``; raises as ``measure`` does.
+        measure: builds and runs ``num_envs``, returns its peak bytes; raises
+            :class:`OutOfMemory` (or a real out-of-memory error) if it does not fit.
         budget: bytes the run may use.
         cap: the most envs.
-        probe_sizes: the two sizes ``measure`` is called at (halved together while
-            one runs out of memory).
+        probe_sizes: the two sizes to fit the line to (halved together while one runs
+            out of memory).
 
     Raises:
         OutOfMemory: not even one env fits.
@@ -168,11 +170,11 @@ def search_memory(measure: Callable[[int], int], verify: Callable[[int], None],
             small, large = max(1, small // 2), max(1, large // 2)
     fit = fit_memory(probes)
     n = largest_fitting(fit, budget, cap)
+    measured = dict(probes)
     failed = []
-    while True:
+    while n not in measured:  # a probe's size needs no second run
         try:
-            verify(n)
-            return MemorySearch(n, fit, failed)
+            measured[n] = measure(n)
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -180,6 +182,7 @@ def search_memory(measure: Callable[[int], int], verify: Callable[[int], None],
                 raise _no_room(exc) from exc
             failed.append(n)
             n //= 2
+    return MemorySearch(n, fit, measured[n], failed)
 
 
 def _no_room(exc: BaseException) -> OutOfMemory:
@@ -263,22 +266,21 @@ def choose_num_envs(config: Config, device: torch.device,
             log(f"num_envs: auto: building and timing the trainer at a few sizes on "
                 f"{device} (trainer.autoscale: {t.autoscale}) ...")
         if memory_is_measurable(device):
-            slots = PROBE_SLOTS.get(device.type, PROBE_SLOTS["cuda"])
+            slots = PROBE_SLOTS["cpu" if device.type == "cpu" else "cuda"]
             large = min(cap, power_of_two_floor(max(1, slots[1] // per_env)))
             small = max(1, min(large // 4, power_of_two_floor(slots[0] // per_env)))
             _warm_up(probe, small)
             probe.free_memory()
             free = meter.free()  # after the warm-up: kernels and library handles loaded
             budget = t.autoscale_memory_fraction * free
-            found = search_memory(probe.peak_bytes, probe.verify, budget, cap,
-                                  (small, large))
+            found = search_memory(probe.peak_bytes, budget, cap, (small, large))
             n = found.num_envs
             memory_text = _memory_text(found, n, cap, why_cap, budget, free,
-                                       t.autoscale_memory_fraction, device,
-                                       probe.verified_peak)
+                                       t.autoscale_memory_fraction, device)
         else:
             n = cap
             memory_text = f"{why_cap}; memory not measurable on this host"
+            probe.run(n)  # the choice is built and run once all the same
         if t.autoscale == "throughput":
             start = power_of_two_floor(min(THROUGHPUT_START_SLOTS // per_env, n // 4))
             table = _RateTable(per_env, log)
@@ -311,11 +313,11 @@ def _slots_per_env(config: Config, device: torch.device) -> int:
 
 
 def _warm_up(probe: Probe, num_envs: int) -> None:
-    """One unmeasured run first: what happens once per process (imports, kernel
+    """One run whose measure is dropped: what happens once per process (imports, kernel
     compilation, cuBLAS workspaces, the capture stream's) is then in use before the
     measured probes and does not bend the fitted line."""
     try:
-        probe.verify(num_envs)
+        probe.peak_bytes(num_envs)
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
@@ -336,14 +338,12 @@ def _bytes(x: float) -> str:
 
 
 def _memory_text(found: MemorySearch, n: int, cap: int, why_cap: str, budget: float,
-                 free: int, fraction: float, device: torch.device,
-                 verified_peak: int | None) -> str:
+                 free: int, fraction: float, device: torch.device) -> str:
     fit = found.fit
     sizes = " and ".join(f"{size:,}" for size, _ in fit.probes)
     where = "free" if device.type == "cuda" else "available RAM"
-    used = f"{_bytes(fit.bytes_at(n))} predicted"
-    if verified_peak is not None:
-        used += f", {_bytes(verified_peak)} measured"
+    used = (f"{_bytes(found.peak)} (measured)" if n in dict(fit.probes) else
+            f"{_bytes(fit.bytes_at(n))} predicted, {_bytes(found.peak)} measured")
     text = (f"memory: {_bytes(fit.bytes_per_env)} per env + {_bytes(fit.fixed_bytes)}, "
             f"measured at {sizes} envs; {n:,} envs use {used}, of "
             f"{fraction:g} x {_bytes(free)} {where}")

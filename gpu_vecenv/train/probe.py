@@ -40,8 +40,6 @@ class Probe:
         self.config = config
         self.device = device
         self._tmp = tempfile.TemporaryDirectory(prefix="gpu_vecenv_autoscale_")
-        self.verified_peak: int | None = None
-        """peak bytes of the last :meth:`verify` (``None`` where not measurable)"""
 
     def close(self) -> None:
         self._tmp.cleanup()
@@ -82,26 +80,22 @@ class Probe:
             self.free_memory()
 
     def peak_bytes(self, num_envs: int) -> int:
-        """Peak memory of building ``num_envs`` and one iteration, above what was in
-        use before."""
-        self.free_memory()
-        meter = MemoryMeter(self.device)
-        meter.reset()
-        self._run(num_envs, 1)
-        return meter.peak()
-
-    def verify(self, num_envs: int) -> None:
-        """Build and run three iterations (the third captures the CUDA graphs); their
-        peak memory is then :attr:`verified_peak`."""
+        """Peak memory, above what was in use before, of building ``num_envs`` and
+        running three iterations: as training runs them (the third captures the CUDA
+        graphs, whose memory pools count too)."""
         from gpu_vecenv.train.graphs import WARMUP_ITERATIONS
 
         self.free_memory()
         meter = MemoryMeter(self.device)
-        measurable = memory_is_measurable(self.device)
-        if measurable:
-            meter.reset()
+        meter.reset()
         self._run(num_envs, WARMUP_ITERATIONS + 1)
-        self.verified_peak = meter.peak() if measurable else None
+        return meter.peak()
+
+    def run(self, num_envs: int) -> None:
+        """Build ``num_envs`` and run three iterations, unmeasured."""
+        from gpu_vecenv.train.graphs import WARMUP_ITERATIONS
+
+        self._run(num_envs, WARMUP_ITERATIONS + 1)
 
     def rate(self, num_envs: int) -> float:
         """Env-steps/s (vector slots x steps) of the training iterations at
@@ -139,6 +133,28 @@ class Probe:
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+        else:
+            _trim_heap()
+
+
+def _trim_heap() -> None:
+    """Give freed heap memory back to the OS (glibc), so that the resident set size
+    measured next starts from what is in use; elsewhere nothing."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _LIBC.malloc_trim  # noqa: B018 - glibc only
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
 
 
 class MemoryMeter:

@@ -43,63 +43,62 @@ def test_fit_memory_one_size_goes_through_the_origin_and_never_slopes_down():
 
 
 def _fake_memory(fixed: int, per_env: int, fits: int | None = None):
-    """measure/verify over a made-up device; sizes above ``fits`` run out of memory."""
-    calls: list[tuple[str, int]] = []
+    """measure over a made-up device; sizes above ``fits`` run out of memory."""
+    calls: list[int] = []
 
     def measure(n):
-        calls.append(("measure", n))
+        calls.append(n)
         if fits is not None and n > fits:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
         return fixed + per_env * n
 
-    def verify(n):
-        calls.append(("verify", n))
-        if fits is not None and n > fits:
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
-
-    return measure, verify, calls
+    return measure, calls
 
 
 def test_search_memory_picks_the_largest_power_of_two_under_the_budget():
-    measure, verify, calls = _fake_memory(1000, 100)
-    found = search_memory(measure, verify, budget=100_000, cap=2**24, probe_sizes=(4, 16))
-    # 1000 + 100 n <= 100,000 -> n <= 990 -> 512
-    assert found.num_envs == 512 and found.failed == []
+    measure, calls = _fake_memory(1000, 100)
+    found = search_memory(measure, budget=100_000, cap=2**24, probe_sizes=(4, 16))
+    # 1000 + 100 n <= 100,000 -> n <= 990 -> 512, then verified by a run at 512
+    assert found.num_envs == 512 and found.failed == [] and found.peak == 1000 + 51_200
     assert found.fit.bytes_per_env == pytest.approx(100)
-    assert calls == [("measure", 4), ("measure", 16), ("verify", 512)]
+    assert calls == [4, 16, 512]
 
 
-def test_search_memory_respects_the_cap():
-    measure, verify, _ = _fake_memory(1000, 100)
-    assert search_memory(measure, verify, 1e12, cap=64, probe_sizes=(4, 16)).num_envs == 64
-    assert search_memory(measure, verify, 1e12, cap=100, probe_sizes=(4, 16)).num_envs == 64
+def test_search_memory_respects_the_cap_and_runs_a_probe_size_once():
+    measure, calls = _fake_memory(1000, 100)
+    assert search_memory(measure, 1e12, cap=64, probe_sizes=(4, 16)).num_envs == 64
+    assert search_memory(measure, 1e12, cap=100, probe_sizes=(4, 16)).num_envs == 64
+    calls.clear()
+    assert search_memory(measure, 1e12, cap=16, probe_sizes=(4, 16)).num_envs == 16
+    assert calls == [4, 16]
 
 
 def test_out_of_memory_when_verifying_halves_until_it_fits():
     # The fit says 512 fits; the device (fragmentation, graphs) takes only 128.
-    measure, verify, calls = _fake_memory(1000, 100, fits=128)
-    found = search_memory(measure, verify, budget=100_000, cap=2**24, probe_sizes=(4, 16))
+    measure, calls = _fake_memory(1000, 100, fits=128)
+    found = search_memory(measure, budget=100_000, cap=2**24, probe_sizes=(4, 16))
     assert found.num_envs == 128 and found.failed == [512, 256]
-    assert calls[-3:] == [("verify", 512), ("verify", 256), ("verify", 128)]
+    assert calls == [4, 16, 512, 256, 128]
 
 
 def test_out_of_memory_in_a_probe_halves_the_probes():
-    measure, verify, calls = _fake_memory(1000, 100, fits=8)
-    found = search_memory(measure, verify, budget=1e9, cap=2**24, probe_sizes=(8, 32))
+    measure, calls = _fake_memory(1000, 100, fits=8)
+    found = search_memory(measure, budget=1e9, cap=2**24, probe_sizes=(8, 32))
     assert [n for n, _ in found.fit.probes] == [2, 8]
-    assert found.num_envs == 8 and found.failed[0] == 2**23
+    assert found.num_envs == 8 and found.failed[0] == 2**23  # 8 itself: probed already
+    assert calls[:5] == [8, 32, 4, 16, 2] and calls[-1] == 16
 
 
 def test_nothing_fits_is_a_clear_error_and_other_errors_pass_through():
-    measure, verify, _ = _fake_memory(1000, 100, fits=0)
+    measure, _ = _fake_memory(1000, 100, fits=0)
     with pytest.raises(OutOfMemory, match="not even 1 env fits"):
-        search_memory(measure, verify, budget=1e9, cap=64, probe_sizes=(4, 16))
+        search_memory(measure, budget=1e9, cap=64, probe_sizes=(4, 16))
 
     def broken(n):
         raise ValueError("PPO: a roll-out of 4 samples ...")
 
     with pytest.raises(ValueError, match="PPO: a roll-out"):
-        search_memory(broken, broken, budget=1e9, cap=64, probe_sizes=(4, 16))
+        search_memory(broken, budget=1e9, cap=64, probe_sizes=(4, 16))
 
 
 def test_is_out_of_memory():
@@ -264,19 +263,20 @@ def test_cpu_limit_rollout_rows_and_ddpg_replay_buffer_cap_the_choice(monkeypatc
 
 
 def test_out_of_memory_while_verifying_the_choice_is_caught_and_said(monkeypatch, capsys):
-    real_verify = autoscale.Probe.verify
+    real_peak_bytes = autoscale.Probe.peak_bytes
     tried = []
 
-    def verify(self, num_envs):  # a device on which only 4 envs fit
+    def peak_bytes(self, num_envs):  # a device on which only 4 envs fit
         tried.append(num_envs)
         if num_envs > 4:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
-        real_verify(self, num_envs)
+        return real_peak_bytes(self, num_envs)
 
-    monkeypatch.setattr(autoscale.Probe, "verify", verify)
+    monkeypatch.setattr(autoscale.Probe, "peak_bytes", peak_bytes)
+    monkeypatch.setattr(autoscale, "PROBE_SLOTS", {"cpu": (1, 4)})
     config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale_max_envs=16"])
     assert autoscale.choose_num_envs(config, torch.device("cpu")).num_envs == 4
-    assert tried[-3:] == [16, 8, 4]
+    assert tried == [1, 1, 4, 16, 8]  # warm-up, probes, 16 and 8 out of memory; 4 probed
     assert "out of memory at 16, 8 (halved)" in capsys.readouterr().out
 
 
@@ -292,3 +292,12 @@ def test_ranks_agree_on_one_number(capsys):
     assert seen == [8] and resolved.trainer.num_envs == 2
     assert "num_envs: auto -> 2 agreed between the ranks (this one chose 8)" in (
         capsys.readouterr().out)
+
+
+def test_where_memory_cannot_be_measured_the_cap_decides(monkeypatch):
+    monkeypatch.setattr(autoscale, "memory_is_measurable", lambda device: False)
+    config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale_max_envs=8"])
+    choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
+    assert choice.num_envs == 8
+    assert choice.lines[-1] == ("num_envs: auto -> 8 (autoscale_max_envs 8; memory not "
+                                "measurable on this host)")

@@ -266,9 +266,9 @@ def choose_num_envs(config: Config, device: torch.device,
             log(f"num_envs: auto: building and timing the trainer at a few sizes on "
                 f"{device} (trainer.autoscale: {t.autoscale}) ...")
         if memory_is_measurable(device):
-            slots = PROBE_SLOTS["cpu" if device.type == "cpu" else "cuda"]
-            large = min(cap, power_of_two_floor(max(1, slots[1] // per_env)))
-            small = max(1, min(large // 4, power_of_two_floor(slots[0] // per_env)))
+            probe_slots = PROBE_SLOTS["cpu" if device.type == "cpu" else "cuda"]
+            large = min(cap, power_of_two_floor(probe_slots[1] // per_env))
+            small = max(1, min(large // 4, power_of_two_floor(probe_slots[0] // per_env)))
             _warm_up(probe, small)
             probe.free_memory()
             free = meter.free()  # after the warm-up: kernels and library handles loaded

@@ -301,3 +301,58 @@ def test_where_memory_cannot_be_measured_the_cap_decides(monkeypatch):
     assert choice.num_envs == 8
     assert choice.lines[-1] == ("num_envs: auto -> 8 (autoscale_max_envs 8; memory not "
                                 "measurable on this host)")
+
+
+# -- on a CUDA device (-m gpu) --
+
+_GPU = ["trainer.device=cuda", "trainer.progress=false", "trainer.tensorboard=false",
+        "trainer.eval_episodes=0", "trainer.checkpoint_interval=0", "trainer.num_envs=auto"]
+
+
+@pytest.mark.gpu
+def test_the_memory_line_predicts_the_measured_peak_on_the_gpu(monkeypatch):
+    config = load_config(None, [*_GPU, "ppo.num_steps=16", "trainer.autoscale_max_envs=262144"])
+    found = []
+    real_search = autoscale.search_memory
+
+    def search(*args, **kwargs):
+        found.append(real_search(*args, **kwargs))
+        return found[-1]
+
+    monkeypatch.setattr(autoscale, "search_memory", search)
+    choice = autoscale.choose_num_envs(config, torch.device("cuda"), log=None)
+    (result,) = found
+    assert choice.num_envs == result.num_envs == 262144  # far below an H200's memory
+    assert [n for n, _ in result.fit.probes] == [16384, 65536]
+    assert result.fit.bytes_per_env > 0
+    predicted = result.fit.bytes_at(choice.num_envs)
+    assert 0.8 * result.peak < predicted < 1.25 * result.peak
+
+
+@pytest.mark.gpu
+def test_a_real_out_of_memory_on_the_gpu_is_caught_and_halved(monkeypatch):
+    # Told that 1 PiB is free, the fit chooses a size that cannot fit: the verification
+    # runs out of memory for real, halves, and the memory of the failed tries is freed.
+    monkeypatch.setattr(probe.MemoryMeter, "free", lambda self: 2**50)
+    config = load_config(None, [*_GPU, "ppo.num_steps=256"])
+    before = torch.cuda.memory_allocated()
+    choice = autoscale.choose_num_envs(config, torch.device("cuda"), log=None)
+    assert "out of memory at 8,388,608" in choice.lines[-1]  # 2^31 roll-out rows / 256
+    assert choice.num_envs < 2**23
+    # What the failed tries allocated is free again (left: library workspaces at most).
+    assert torch.cuda.memory_allocated() - before < 2**28
+    trainer = Trainer(load_config(None, [*_GPU[:-1], "ppo.num_steps=256",
+                                         f"trainer.num_envs={choice.num_envs}"]))
+    trainer.phases.collect()
+    trainer.phases.update()
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_throughput_mode_on_the_gpu(capsys):
+    config = load_config(None, [*_GPU, "ppo.num_steps=16", "trainer.autoscale=throughput",
+                                "trainer.autoscale_max_envs=16384"])
+    choice = autoscale.choose_num_envs(config, torch.device("cuda"))
+    out = capsys.readouterr().out
+    assert "num_envs: auto, throughput" in out and choice.num_envs <= 16384
+    assert out.splitlines()[-1].startswith(f"num_envs: auto -> {choice.num_envs:,} (memory: ")

@@ -334,15 +334,15 @@ def test_a_real_out_of_memory_on_the_gpu_is_caught_and_halved(monkeypatch):
     # Told that 1 PiB is free, the fit chooses a size that cannot fit: the verification
     # runs out of memory for real, halves, and the memory of the failed tries is freed.
     monkeypatch.setattr(probe.MemoryMeter, "free", lambda self: 2**50)
-    config = load_config(None, [*_GPU, "ppo.num_steps=256"])
+    config = load_config("tag_ppo", _GPU)  # 110 agents, 256x256 networks, 32 steps
     before = torch.cuda.memory_allocated()
     choice = autoscale.choose_num_envs(config, torch.device("cuda"), log=None)
-    assert "out of memory at 8,388,608" in choice.lines[-1]  # 2^31 roll-out rows / 256
-    assert choice.num_envs < 2**23
+    # The cap: 2^31 roll-out rows / (110 x 32) = 610,080 games -> 524,288 (terabytes).
+    assert "out of memory at 524,288, 262,144" in choice.lines[-1]
+    assert choice.num_envs < 2**18
     # What the failed tries allocated is free again (left: library workspaces at most).
     assert torch.cuda.memory_allocated() - before < 2**28
-    trainer = Trainer(load_config(None, [*_GPU[:-1], "ppo.num_steps=256",
-                                         f"trainer.num_envs={choice.num_envs}"]))
+    trainer = Trainer(load_config("tag_ppo", [*_GPU[:-1], f"trainer.num_envs={choice.num_envs}"]))
     trainer.phases.collect()
     trainer.phases.update()
     torch.cuda.synchronize()

@@ -18,8 +18,9 @@ How memory and speed are measured (on a CUDA device torch's peak allocation agai
 GPU's free memory; on the CPU the peak resident set size against the available RAM) is
 :mod:`gpu_vecenv.train.probe`'s. Everything is per device, so with several ranks each
 chooses for its own GPU (:func:`resolve_num_envs` takes a function to agree on one
-number). On the CPU the choice is further capped at :data:`CPU_MAX_SLOTS` vector slots:
-there time, not memory, is the limit.
+number). Besides ``autoscale_max_envs``, the choice stays within :data:`MAX_ROLLOUT_ROWS`
+(PPO, A2C), one step of every slot in DDPG's replay buffer, and on the CPU below
+:data:`CPU_MAX_SLOTS` vector slots: there time, not memory, is the limit.
 
 The search functions (:func:`fit_memory`, :func:`search_memory`,
 :func:`search_throughput`) take their measurements as functions, so they are tested

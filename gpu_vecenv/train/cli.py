@@ -48,8 +48,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algo", choices=["ppo", "a2c", "ddpg"],
                         help="algorithm (default: the config's; with --env alone, the env's "
                              "shipped config for it)")
-    parser.add_argument("--num-envs", type=int, metavar="N",
-                        help="parallel envs (games for Tag); default: the config's")
+    parser.add_argument("--num-envs", type=_num_envs, metavar="N",
+                        help="parallel envs (games for Tag), or auto: the largest power of "
+                             "two that fits the device (trainer.autoscale); default: the "
+                             "config's")
     parser.add_argument("--total-steps", type=int, metavar="N",
                         help="env steps to train for; default: the config's")
     parser.add_argument("--seed", type=int, metavar="S", help="seed (default: the config's)")
@@ -83,6 +85,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(f"--{section}.{f.name}", dest=f"field:{section}.{f.name}",
                                 default=argparse.SUPPRESS, help=argparse.SUPPRESS,
                                 metavar=type_name(hints[f.name]).replace(" ", "_"))
+
+
+def _num_envs(text: str) -> int | str:
+    """``--num-envs``: an int or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int or auto, got {text!r}") from None
 
 
 def resolve_config(args: argparse.Namespace):

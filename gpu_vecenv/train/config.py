@@ -22,8 +22,18 @@ class TrainerConfig:
     """registered env id (gpu-vecenv list shows them)"""
     algo: Literal["ppo", "a2c", "ddpg"] = "ppo"
     """algorithm: ppo, a2c or ddpg"""
-    num_envs: int = 64
-    """number of parallel envs (for a multi-agent env: games; slots = games x agents)"""
+    num_envs: int | Literal["auto"] = 64
+    """number of parallel envs (for a multi-agent env: games; slots = games x agents);
+    auto: the largest power of two that fits the device (see autoscale)"""
+    autoscale: Literal["memory", "throughput"] = "memory"
+    """how num_envs: auto chooses: memory (the largest power of two whose measured memory
+    fits autoscale_memory_fraction of the free memory) or throughput (up to that, the
+    size past which doubling adds less than 10 % env-steps/s)"""
+    autoscale_memory_fraction: float = 0.8
+    """num_envs: auto: the fraction of the device's free memory a run may use"""
+    autoscale_max_envs: int = 2**24
+    """num_envs: auto: the most envs it may choose (on the CPU it also stays below 4,096
+    vector slots)"""
     total_steps: int = 500_000
     """env steps to train for, counted over all vector slots (agent-steps for Tag)"""
     stop_at_return: float | dict | None = None

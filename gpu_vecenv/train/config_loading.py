@@ -77,7 +77,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
                 return _coerce(value, arg, where)
             except (TypeError, ValueError) as exc:
                 errors.append(str(exc))
-        raise TypeError(f"{where} must be {type_name(hint)}, got {value!r}")
+        raise TypeError(f"{where} must be {_expected(args)}, got {value!r}")
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
@@ -120,6 +120,16 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             raise TypeError(f"{where} must be a mapping, got {value!r}")
         return dict(value)
     raise TypeError(f"{where}: unsupported type {hint!r}")
+
+
+def _expected(args: tuple) -> str:
+    """What a union of ``args`` accepts, in words where each member has some (``an int or
+    auto``), else its type name (``float or dict or null``)."""
+    words = {int: "an int", float: "a number", type(None): "null"}
+    if all(a in words or typing.get_origin(a) is Literal for a in args):
+        return " or ".join(words.get(a) or "/".join(map(str, typing.get_args(a)))
+                           for a in args)
+    return " or ".join(type_name(a) for a in args)
 
 
 def _number(text: str, where: str, hint: type) -> float:
@@ -200,9 +210,12 @@ def validate(config: Config) -> None:
 
     t = config.trainer
     get_entry(t.env)
-    for name in ("num_envs", "total_steps"):
-        if getattr(t, name) < 1:
+    for name in ("num_envs", "total_steps", "autoscale_max_envs"):
+        if getattr(t, name) != "auto" and getattr(t, name) < 1:
             raise ValueError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
+    if not 0.0 < t.autoscale_memory_fraction <= 1.0:
+        raise ValueError(f"trainer.autoscale_memory_fraction must be in (0, 1], got "
+                         f"{t.autoscale_memory_fraction}")
     if t.log_interval < 1:
         raise ValueError(f"trainer.log_interval must be >= 1, got {t.log_interval}")
     if t.checkpoint_interval < 0 or t.eval_episodes < 0:

@@ -32,6 +32,9 @@ RESUMABLE_CHANGES = {
     "cuda_graphs",
     "fused_kernels",
     "stop_at_return",
+    "autoscale",
+    "autoscale_memory_fraction",
+    "autoscale_max_envs",
 }
 """``trainer`` keys that may differ between a checkpoint's config and the resuming run's."""
 

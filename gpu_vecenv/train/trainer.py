@@ -136,6 +136,12 @@ class Trainer:
         self.run_dir = Path(distributed.broadcast_object(str(run_dir)))  # rank 0's name
         if not resume and not overwrite and self.rank == 0:
             run_directory.check_free(self.run_dir)
+        if t.num_envs == "auto":  # chosen now, before anything is built; saved as a number
+            from gpu_vecenv.train.autoscale import resolve_num_envs
+
+            self.config = config = resolve_num_envs(config, self.device,
+                                                    self.run_dir if resume else None)
+            t = config.trainer
         self.env = make_env(config, self.device) if env is None else env
         # Every rank draws the same initial weights (and gets rank 0's below); envs and
         # sampling follow the rank's own seed (rank 0: the config's).

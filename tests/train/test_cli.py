@@ -107,7 +107,7 @@ def test_help_config_shows_the_values_this_command_would_use(capsys):
     assert cli_main(["train", "--help-config"]) == 0
     out = capsys.readouterr().out
     # --env GPUCartPole-v1 uses cartpole_ppo.yaml: 16 envs, not the dataclass's 64
-    assert "trainer.num_envs = 16  (int; built-in default 64)" in out
+    assert "trainer.num_envs = 16  (int or {auto}; built-in default 64)" in out
     assert "trainer.stop_at_return = 475.0" in out
     assert "ppo.hidden_sizes = [64, 64]" in out and "surrogate clipping epsilon" in out
     assert "``" not in out and "(64, 64)" not in out and "ddpg.tau" not in out

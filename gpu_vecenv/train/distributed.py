@@ -190,6 +190,15 @@ def agree_any(flag: bool, device: torch.device) -> bool:
     return bool(t.item() > 0)
 
 
+def agree_min(value: int, device: torch.device) -> int:
+    """The smallest ``value`` over the ranks (one host sync)."""
+    if not active():
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
 def broadcast_object(obj: Any) -> Any:
     """Rank 0's ``obj`` on every rank."""
     if not active():

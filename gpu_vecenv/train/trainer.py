@@ -139,8 +139,11 @@ class Trainer:
         if t.num_envs == "auto":  # chosen now, before anything is built; saved as a number
             from gpu_vecenv.train.autoscale import resolve_num_envs
 
-            self.config = config = resolve_num_envs(config, self.device,
-                                                    self.run_dir if resume else None)
+            # Each rank searches on its own GPU; all use the smallest choice.
+            self.config = config = resolve_num_envs(
+                config, self.device, self.run_dir if resume else None,
+                log=print if self.rank == 0 else None,
+                agree=lambda n: distributed.agree_min(n, self.device))
             t = config.trainer
         self.env = make_env(config, self.device) if env is None else env
         # Every rank draws the same initial weights (and gets rank 0's below); envs and

@@ -549,12 +549,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // One kernel per observation layout, so each keeps only the registers it needs:
 // tag_run_full, tag_run_k<kMax> for partial observations of K <= kMax others, and
 // tag_run_k<kMax>_wide with the four-at-a-time scan (for a few very large games).
-#ifndef TAG_MIN_BLOCKS
-#define TAG_MIN_BLOCKS 1  // __launch_bounds__'s blocks per SM at the largest block (-D...)
-#endif
 #define TAG_KERNEL(suffix, kMax, kWide)                                                     \
-  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK, TAG_MIN_BLOCKS)         \
-      tag_run_##suffix(                                                                     \
+  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(             \
       const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
       const long long* __restrict__ action, const bool* __restrict__ mask,                  \
       int blocks_per_game, int mode, int first_phase, int last_phase) {                     \

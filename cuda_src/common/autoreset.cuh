@@ -333,7 +333,7 @@ GV_HD int gv_step_chunk(const typename Env::Consts& c, const GvStatePtrs<Env::kS
     }
   }
   int invalid = 0;
-#pragma unroll
+#pragma unroll 1  // the rare path: one copy of the env's code, not E
   for (int j = 0; j < E; ++j) {
     if (first + j < num_envs) {
       invalid += gv_step_env<Env>(c, sp, b, action, out, first + j, max_episode_steps, mode);

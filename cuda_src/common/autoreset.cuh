@@ -235,34 +235,69 @@ GV_HD void gv_store_block(T* dst, const T (&src)[N]) {
   }
 }
 
-// Whether every per-env array of a step starts where blocks of E envs can be read and
-// written whole (gv_step_block). Torch's allocations are 256-byte aligned, but the state
-// fields are the rows of one (fields, n) tensor (gpu_vecenv.buffers.EnvBuffers), so with
-// n % E != 0 they are not, and every env takes the one-env path.
-template <class Env, int E>
-GV_HD bool gv_chunks_aligned(const GvStatePtrs<Env::kStateDim>& sp, const GvEnvBuffers& b,
-                             const typename Env::ActionT* action, const GvStepOutputs& out) {
-  bool ok = gv_block_aligned<typename Env::ActionT, E * Env::kActionDim>(action) &&
-            gv_block_aligned<bool, E>(b.autoreset_pending) &&
-            gv_block_aligned<bool, E>(b.invalid_action) &&
-            gv_block_aligned<int, E>(b.elapsed) &&
-            gv_block_aligned<float, E * Env::kObsDim>(out.obs) &&
-            gv_block_aligned<float, E>(out.reward) && gv_block_aligned<bool, E>(out.terminated) &&
-            gv_block_aligned<bool, E>(out.truncated);
+// gv_load_block where `whole`, else the N values one by one (the same values).
+template <class T, int N>
+GV_HD void gv_load_values(const T* src, T (&dst)[N], bool whole) {
+  if (whole) {
+    gv_load_block<T, N>(src, dst);
+  } else {
 #pragma unroll
-  for (int k = 0; k < Env::kStateDim; ++k) ok = ok && gv_block_aligned<float, E>(sp.field[k]);
-  return ok;
+    for (int j = 0; j < N; ++j) dst[j] = src[j];
+  }
+}
+
+// gv_store_block where `whole`, else the N values one by one.
+template <class T, int N>
+GV_HD void gv_store_values(T* dst, const T (&src)[N], bool whole) {
+  if (whole) {
+    gv_store_block<T, N>(dst, src);
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = src[j];
+  }
+}
+
+// Which per-env arrays of a step start where blocks of E envs can be read and written whole
+// (gv_step_block). Torch's allocations are 256-byte aligned, so `arrays` holds unless an
+// action or output is an offset view; the state fields are the rows of one (fields, n)
+// tensor (gpu_vecenv.buffers.EnvBuffers), so `state_rows` holds only when n % E == 0.
+struct GvChunkLayout {
+  bool arrays;      // action, elapsed, flags, obs, reward: blocks (else one env at a time)
+  bool state_rows;  // every state field: blocks (else E scalar accesses per field)
+};
+
+template <class Env, int E>
+GV_HD GvChunkLayout gv_chunk_layout(const GvStatePtrs<Env::kStateDim>& sp,
+                                    const GvEnvBuffers& b, const typename Env::ActionT* action,
+                                    const GvStepOutputs& out) {
+  GvChunkLayout layout;
+  layout.arrays = gv_block_aligned<typename Env::ActionT, E * Env::kActionDim>(action) &&
+                  gv_block_aligned<bool, E>(b.autoreset_pending) &&
+                  gv_block_aligned<bool, E>(b.invalid_action) &&
+                  gv_block_aligned<int, E>(b.elapsed) &&
+                  gv_block_aligned<float, E * Env::kObsDim>(out.obs) &&
+                  gv_block_aligned<float, E>(out.reward) &&
+                  gv_block_aligned<bool, E>(out.terminated) &&
+                  gv_block_aligned<bool, E>(out.truncated);
+  layout.state_rows = true;
+#pragma unroll
+  for (int k = 0; k < Env::kStateDim; ++k) {
+    layout.state_rows = layout.state_rows && gv_block_aligned<float, E>(sp.field[k]);
+  }
+  return layout;
 }
 
 // Envs first .. first + E - 1 of TorchBackend.step, all in range, one thread: each per-env
 // array is read and written as one block of E consecutive values (E = 4: a 128-bit access
 // per state field, one 32-bit word for four bool flags), every load of the E envs issued
-// before the first env's math. The arrays must be aligned (gv_chunks_aligned).
+// before the first env's math. The arrays must be aligned (GvChunkLayout::arrays); the
+// state fields are read in blocks where `state_rows` (else value by value).
 // Returns how many of the E actions were invalid.
 template <class Env, int E>
 GV_HD int gv_step_block(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
                         const GvEnvBuffers& b, const typename Env::ActionT* action,
-                        const GvStepOutputs& out, int first, int max_episode_steps, int mode) {
+                        const GvStepOutputs& out, int first, int max_episode_steps, int mode,
+                        bool state_rows) {
   typedef typename Env::ActionT ActionT;
   constexpr int kS = Env::kStateDim, kA = Env::kActionDim, kO = Env::kObsDim;
   ActionT a[E * kA];
@@ -273,7 +308,7 @@ GV_HD int gv_step_block(const typename Env::Consts& c, const GvStatePtrs<Env::kS
   gv_load_block<bool, E>(b.autoreset_pending + first, pending);
   gv_load_block<int, E>(b.elapsed + first, elapsed);
 #pragma unroll
-  for (int k = 0; k < kS; ++k) gv_load_block<float, E>(sp.field[k] + first, s[k]);
+  for (int k = 0; k < kS; ++k) gv_load_values<float, E>(sp.field[k] + first, s[k], state_rows);
 
   float obs[E * kO], reward[E];
   bool terminated[E], truncated[E], new_pending[E], invalid[E];
@@ -306,7 +341,7 @@ GV_HD int gv_step_block(const typename Env::Consts& c, const GvStatePtrs<Env::kS
     invalid_count += !e.valid;
   }
 #pragma unroll
-  for (int k = 0; k < kS; ++k) gv_store_block<float, E>(sp.field[k] + first, s[k]);
+  for (int k = 0; k < kS; ++k) gv_store_values<float, E>(sp.field[k] + first, s[k], state_rows);
   gv_store_block<int, E>(b.elapsed + first, elapsed);
   // As in gv_step_env, the pending flags are written only when one of them changed.
   if (pending_changed) gv_store_block<bool, E>(b.autoreset_pending + first, new_pending);
@@ -319,17 +354,18 @@ GV_HD int gv_step_block(const typename Env::Consts& c, const GvStatePtrs<Env::kS
 }
 
 // Envs first .. first + E - 1 of TorchBackend.step (those below num_envs), one thread:
-// gv_step_block where the E envs are in range and the arrays `aligned`
-// (gv_chunks_aligned), else gv_step_env per env (the tail num_envs % E, or unaligned
-// arrays). Returns how many of the actions were invalid.
+// gv_step_block where the E envs are in range and `layout.arrays` (gv_chunk_layout), else
+// gv_step_env per env (the tail num_envs % E, or unaligned arrays). Returns how many of
+// the actions were invalid.
 template <class Env, int E>
 GV_HD int gv_step_chunk(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
                         const GvEnvBuffers& b, const typename Env::ActionT* action,
                         const GvStepOutputs& out, int first, int num_envs, int max_episode_steps,
-                        int mode, bool aligned) {
+                        int mode, GvChunkLayout layout) {
   if constexpr (E > 1) {
-    if (aligned && num_envs - first >= E) {
-      return gv_step_block<Env, E>(c, sp, b, action, out, first, max_episode_steps, mode);
+    if (layout.arrays && num_envs - first >= E) {
+      return gv_step_block<Env, E>(c, sp, b, action, out, first, max_episode_steps, mode,
+                                   layout.state_rows);
     }
   }
   int invalid = 0;
@@ -402,11 +438,11 @@ static_assert(GV_ENVS_PER_THREAD == 1 || GV_ENVS_PER_THREAD == 2 || GV_ENVS_PER_
       const Env::ActionT* __restrict__ action, const GvStepOutputs out, int num_envs,        \
       int max_episode_steps, int autoreset_mode) {                                           \
     constexpr int kE = GV_ENVS_PER_THREAD;                                                   \
-    const bool aligned = gv_chunks_aligned<Env, kE>(sp, b, action, out);                     \
+    const GvChunkLayout layout = gv_chunk_layout<Env, kE>(sp, b, action, out);               \
     GV_FOR_EACH_ENV(chunk, num_envs / kE + (num_envs % kE != 0)) {                           \
       const int invalid = gv_step_chunk<Env, kE>(c, sp, b, action, out, chunk * kE,          \
                                                  num_envs, max_episode_steps,                \
-                                                 autoreset_mode, aligned);                   \
+                                                 autoreset_mode, layout);                    \
       if (invalid) atomicAdd(b.error_count, invalid);                                        \
     }                                                                                        \
   }                                                                                          \

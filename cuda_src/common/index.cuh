@@ -1,6 +1,7 @@
 // Thread-to-env indexing and row stores.
 //
-// One thread per env, grid-stride, so any num_envs runs with any grid. Per-env data is
+// One thread per env (the step kernel: per GV_ENVS_PER_THREAD envs, autoreset.cuh),
+// grid-stride, so any num_envs runs with any grid. Per-env data is
 // structure-of-arrays (one (n,) tensor per field): thread i reads field[i] while its warp
 // neighbours read field[i+1..], which coalesces into full 128-byte transactions.
 // Observations are (n, obs_dim) row-major; gv_store_row writes a row with the widest

@@ -30,6 +30,7 @@ struct Header {
   int has_mask;
   int envs_per_thread;   // step: 1, 2 or 4
   int state_row_stride;  // floats between state fields in memory (>= num_envs)
+  int offset_action;     // step: the actions start one element past an aligned address
 };
 
 template <class T>
@@ -119,20 +120,25 @@ int run_env(const Header& h, FILE* in, FILE* out) {
   GvStepOutputs o = {obs.data(), reward.data(), reinterpret_cast<bool*>(terminated.data()),
                      reinterpret_cast<bool*>(truncated.data()),
                      h.autoreset_mode == GV_AUTORESET_SAME_STEP ? final_obs.data() : nullptr};
+  // The actions one element past an aligned start where asked (an offset view's layout).
+  std::vector<typename Env::ActionT> action_rows(action.size() + 4);
+  typename Env::ActionT* actions = action_rows.data() + (h.offset_action ? 1 : 0);
+  if (!action.empty()) memcpy(actions, action.data(), action.size() * sizeof(action[0]));
   if (h.op == 1) {
     const int e = h.envs_per_thread;
     for (int first = 0; first < n; first += e) {
       if (e == 1) {
-        error_count += gv_step_chunk<Env, 1>(c, sp, b, action.data(), o, first, n,
-                                             h.max_episode_steps, h.autoreset_mode, true);
+        error_count += gv_step_chunk<Env, 1>(c, sp, b, actions, o, first, n,
+                                             h.max_episode_steps, h.autoreset_mode,
+                                             gv_chunk_layout<Env, 1>(sp, b, actions, o));
       } else if (e == 2) {
-        const bool aligned = gv_chunks_aligned<Env, 2>(sp, b, action.data(), o);
-        error_count += gv_step_chunk<Env, 2>(c, sp, b, action.data(), o, first, n,
-                                             h.max_episode_steps, h.autoreset_mode, aligned);
+        error_count += gv_step_chunk<Env, 2>(c, sp, b, actions, o, first, n,
+                                             h.max_episode_steps, h.autoreset_mode,
+                                             gv_chunk_layout<Env, 2>(sp, b, actions, o));
       } else {
-        const bool aligned = gv_chunks_aligned<Env, 4>(sp, b, action.data(), o);
-        error_count += gv_step_chunk<Env, 4>(c, sp, b, action.data(), o, first, n,
-                                             h.max_episode_steps, h.autoreset_mode, aligned);
+        error_count += gv_step_chunk<Env, 4>(c, sp, b, actions, o, first, n,
+                                             h.max_episode_steps, h.autoreset_mode,
+                                             gv_chunk_layout<Env, 4>(sp, b, actions, o));
       }
     }
   }

@@ -148,19 +148,22 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int32) if t.dtype == torch.float32 else t
 
 
-# (num_envs, state row stride): every chunk on the block path; the block path with a
-# tail of n % 4 envs (rows padded so they stay aligned); rows unaligned (n % 4 != 0, as
-# EnvBuffers lays them out), so every env takes the one-env path; a single env.
-LAYOUTS = [(4096, None), (4099, 4100), (4099, None), (1, None)]
+# (num_envs, state row stride, actions offset by one element): every chunk on the block
+# path; the block path and a tail of n % E envs, with aligned state rows (padded) and with
+# rows as EnvBuffers lays them out (unaligned for n % E != 0: value by value); actions
+# unaligned, so every env takes the one-env path; a single env.
+LAYOUTS = [(4096, None, False), (4099, 4100, False), (4099, None, False), (4096, None, True),
+           (1, None, False)]
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_envs_per_thread_is_bitwise_the_same(host_harness, tmp_path, env_id):
-    """Kernels built with GV_ENVS_PER_THREAD = 2 or 4 (block loads and stores, the tail and
-    unaligned fallbacks) write exactly what one env per thread writes, in every mode."""
+    """Kernels built with GV_ENVS_PER_THREAD = 2 or 4 (block loads and stores, the tail,
+    unaligned state rows and unaligned actions) write exactly what one env per thread
+    writes, in every mode."""
     gen = torch.Generator().manual_seed(zlib.crc32(env_id.encode()) + 1)
     states = visited_states(env_id, gen)
-    for n, stride in LAYOUTS:
+    for n, stride, offset_action in LAYOUTS:
         for mode in MODES:
             env = _make(env_id, n, mode)
             _inject(env, {k: v[torch.arange(n) % NUM_STATES] for k, v in states.items()}, gen)
@@ -168,8 +171,9 @@ def test_envs_per_thread_is_bitwise_the_same(host_harness, tmp_path, env_id):
             one = harness.run_env(host_harness, tmp_path, env, harness.OP_STEP, action)
             for per_thread in (2, 4):
                 many = harness.run_env(host_harness, tmp_path, env, harness.OP_STEP, action,
-                                       envs_per_thread=per_thread, state_row_stride=stride)
-                what = f"n={n} stride={stride} {mode} E={per_thread}"
+                                       envs_per_thread=per_thread, state_row_stride=stride,
+                                       offset_action=offset_action)
+                what = f"n={n} stride={stride} offset_action={offset_action} {mode} E={per_thread}"
                 assert one.error_count == many.error_count, what
                 for name in ("elapsed", "rng_counter", "autoreset_pending", "invalid_action",
                              "obs", "reward", "terminated", "truncated", "final_obs"):

@@ -22,8 +22,9 @@ Then the check: each variant against E = 1, both stepped with the same 50 random
 batches (1 % invalid actions, ``strict=False``), must write bit-identical obs, reward,
 terminated, truncated (and final_obs) at every step and hold bit-identical state, elapsed steps, RNG
 counters, pending and invalid flags at the end; in NEXT_STEP at the timed sizes, and in
-all three autoreset modes at sizes that take the kernels' other paths (1 env; 4099, whose
-state rows are not 16-byte aligned, so E > 1 falls back to one env at a time).
+all three autoreset modes at sizes that take the kernels' other paths: 1 env (the one-env
+tail alone), 4099 and 4,194,307 (state rows not aligned to E floats, so E > 1 reads them
+value by value, and a tail of n % E envs one at a time).
 
     python scripts/bench_bandwidth.py out.json [--envs ...] [--sizes 4194304,1048576]
         [--variants 1 2 4 4:4]
@@ -45,7 +46,7 @@ from gpu_vecenv.entry_points import make_vec
 ENVS = ["GPUCartPole-v1", "GPUPendulum-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
         "GPUMountainCarContinuous-v0"]
 POOL = 8
-CHECK_SIZES = (1, 4099)
+CHECK_SIZES = (1, 4099, 4_194_307)
 MODES = ("next_step", "same_step", "disabled")
 VARIABLES = ("GPU_VECENV_ENVS_PER_THREAD", "GPU_VECENV_STEP_MIN_BLOCKS")
 

@@ -62,6 +62,40 @@ def test_nvrtc_is_found_where_its_wheel_is_installed():
     assert found.version >= (11, 2) and 90 in found.archs
 
 
+@nvrtc_required
+@pytest.mark.parametrize("name", [n for n in KERNEL_FILES
+                                  if "GV_DEFINE_KERNELS" in (CUDA_SRC / f"{n}.cu").read_text()])
+@pytest.mark.parametrize("per_thread", [2, 4])
+def test_envs_per_thread_builds_with_nvrtc_without_warnings(name, per_thread, tmp_path,
+                                                            monkeypatch):
+    """The step kernel's E-envs-per-thread builds (GPU_VECENV_ENVS_PER_THREAD, and with a
+    min-blocks launch bound) compile under NVRTC, which has no C library."""
+    from gpu_vecenv.backends.cuda import kernel_flags
+
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", str(per_thread))
+    monkeypatch.setenv("GPU_VECENV_STEP_MIN_BLOCKS", "2")
+    flags = kernel_flags()
+    assert f"-DGV_ENVS_PER_THREAD={per_thread}" in flags and "-DGV_STEP_MIN_BLOCKS=2" in flags
+    build = compile_kernel(name, (9, 0), flags, compiler=choose_compiler("nvrtc"))
+    assert build.path.stat().st_size > 0 and not build.log.strip(), build.log
+
+
+def test_envs_per_thread_setting_is_checked(monkeypatch):
+    from gpu_vecenv.backends.cuda import envs_per_thread, kernel_flags
+
+    monkeypatch.delenv("GPU_VECENV_ENVS_PER_THREAD", raising=False)
+    monkeypatch.delenv("GPU_VECENV_STEP_MIN_BLOCKS", raising=False)
+    assert envs_per_thread() == 1 and kernel_flags() == ()  # the default: today's cache key
+    monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", "3")
+    with pytest.raises(ValueError, match="1, 2 or 4"):
+        envs_per_thread()
+    monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", "4")
+    monkeypatch.setenv("GPU_VECENV_STEP_MIN_BLOCKS", "many")
+    with pytest.raises(ValueError, match="positive integer"):
+        kernel_flags()
+
+
 @nvcc_required
 @pytest.mark.parametrize("name", KERNEL_FILES)
 def test_kernel_file_compiles_with_nvcc_for_sm90_without_warnings(name, tmp_path):

@@ -28,6 +28,9 @@ value by value, and a tail of n % E envs one at a time).
 
     python scripts/bench_bandwidth.py out.json [--envs ...] [--sizes 4194304,1048576]
         [--variants 1 2 4 4:4]
+
+With ``--variants 1`` it also times a gpu_vecenv from before these settings (installed in
+place of this one): the baseline.
 """
 
 from __future__ import annotations
@@ -77,7 +80,9 @@ def make(env_id: str, n: int, variant: tuple[int, int | None], **kwargs):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    assert env.backend.envs_per_thread == per_thread, (env.backend.envs_per_thread, variant)
+    # (a gpu_vecenv from before the setting existed has one env per thread, and no attribute)
+    built = getattr(env.backend, "envs_per_thread", 1)
+    assert built == per_thread, f"asked for {per_thread} envs per thread, got {built}"
     return env
 
 
@@ -183,7 +188,10 @@ def main() -> int:
     variants = [_parse_variant(v) for v in args.variants]
     begin = time.perf_counter()
 
+    import gpu_vecenv
+
     info = machine_info(torch.device("cuda"))
+    info["gpu_vecenv"] = os.path.dirname(gpu_vecenv.__file__)
     bandwidth = copy_bandwidth("cuda")
     info["copy_bandwidth_bytes_per_s"] = bandwidth
     print(f"{info['gpu']}: copy bandwidth {bandwidth / 1e12:.2f} TB/s; "

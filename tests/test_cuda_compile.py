@@ -96,6 +96,39 @@ def test_envs_per_thread_setting_is_checked(monkeypatch):
         kernel_flags()
 
 
+def test_step_grid_follows_what_the_kernel_was_built_with():
+    """The loader reads <source>_envs_per_thread from the module; a kernel file without it
+    (hand-written kernels, one env per thread) counts as 1 whatever the setting."""
+    from gpu_vecenv.backends.cuda import built_envs_per_thread
+    from gpu_vecenv.backends.driver import DriverError
+
+    class Module:
+        def __init__(self, value):
+            self.value = value
+
+        def read_global(self, name):
+            if self.value is None:
+                raise DriverError(f"no {name}", 500)
+            assert name == "cartpole_envs_per_thread"
+            return self.value.to_bytes(4, "little")
+
+    assert built_envs_per_thread(Module(4), "cartpole") == 4
+    assert built_envs_per_thread(Module(None), "cartpole") == 1
+
+
+@nvcc_required
+def test_kernels_export_their_envs_per_thread(tmp_path):
+    command = build_command(find_nvcc(), CUDA_SRC / "pendulum.cu", tmp_path / "p.cubin", (9, 0),
+                            extra_flags=("-DGV_ENVS_PER_THREAD=2",))
+    assert subprocess.run(command, capture_output=True, check=False).returncode == 0
+    cuobjdump = Path(find_nvcc()).parent / "cuobjdump"
+    if not cuobjdump.is_file():
+        pytest.skip("cuobjdump is not beside nvcc")
+    symbols = subprocess.run([str(cuobjdump), "-symbols", str(tmp_path / "p.cubin")],
+                             capture_output=True, text=True, check=False).stdout
+    assert "pendulum_envs_per_thread" in symbols
+
+
 @nvcc_required
 @pytest.mark.parametrize("name", KERNEL_FILES)
 def test_kernel_file_compiles_with_nvcc_for_sm90_without_warnings(name, tmp_path):

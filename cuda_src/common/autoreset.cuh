@@ -411,7 +411,8 @@ GV_HD void gv_observe_env(const typename Env::Consts& c, const GvStatePtrs<Env::
 //                int num_envs)
 //   <name>_observe(Consts, GvStatePtrs, float* obs, int num_envs)
 // Invalid actions are counted with one atomic per thread that saw any (rare by construction).
-// Also exports <name>_consts_layout, the text of Env::Consts (consts.cuh) the loader checks.
+// Also exports <name>_consts_layout, the text of Env::Consts (consts.cuh) the loader checks,
+// and <name>_envs_per_thread (GV_ENVS_PER_THREAD), by which the loader sizes the step grid.
 //
 // Build options (-D flags; gpu_vecenv/backends/cuda.py passes them, see its docstring):
 //   GV_ENVS_PER_THREAD (1, 2 or 4; default 1): the step kernel gives each thread that many
@@ -433,6 +434,7 @@ static_assert(GV_ENVS_PER_THREAD == 1 || GV_ENVS_PER_THREAD == 2 || GV_ENVS_PER_
 #define GV_DEFINE_KERNELS(name, Env)                                                         \
   __device__ GvConstsText<GvConstsLayout<Env>::kSize> name##_consts_layout =                 \
       gv_consts_text<Env>();                                                                 \
+  __device__ int name##_envs_per_thread = GV_ENVS_PER_THREAD;                                \
   extern "C" __global__ void GV_STEP_BOUNDS name##_step(                                     \
       const Env::Consts c, const GvStatePtrs<Env::kStateDim> sp, const GvEnvBuffers b,       \
       const Env::ActionT* __restrict__ action, const GvStepOutputs out, int num_envs,        \

@@ -21,8 +21,9 @@ driver API on the env's torch tensors.
   (``$GPU_VECENV_ENVS_PER_THREAD``: 1, 2 or 4), read with vector loads of that many envs per
   array; ``$GPU_VECENV_STEP_MIN_BLOCKS`` adds ``__launch_bounds__(BLOCK_SIZE, m)`` to it. Both
   are read when a backend is made and compiled in as ``-D`` flags (part of the cache key), so
-  one process can hold envs built with different settings. Results are bit for bit the
-  same under every setting; only the speed differs.
+  one process can hold envs built with different settings; the step grid is sized by what
+  the loaded kernel says it was built with (:func:`built_envs_per_thread`). Results are bit
+  for bit the same under every setting; only the speed differs.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.kernel_binding import KernelBinding, check_layout, f32, reciprocal
 
 __all__ = ["AUTORESET_CODES", "BLOCK_SIZE", "ENVS_PER_THREAD", "CudaBackend", "KernelBinding",
-           "binding_for", "check_consts", "envs_per_thread", "f32", "kernel_flags",
-           "reciprocal"]
+           "binding_for", "built_envs_per_thread", "check_consts", "envs_per_thread", "f32",
+           "kernel_flags", "reciprocal"]
 
 BLOCK_SIZE = 256
 """Threads per block."""
@@ -106,10 +107,11 @@ def check_consts(definition, binding: KernelBinding, params, module) -> None:
 def envs_per_thread() -> int:
     """``$GPU_VECENV_ENVS_PER_THREAD`` (1, 2 or 4), else :data:`ENVS_PER_THREAD`."""
     text = os.environ.get("GPU_VECENV_ENVS_PER_THREAD", "").strip()
-    value = int(text) if text else ENVS_PER_THREAD
-    if value not in (1, 2, 4):
+    if not text:
+        return ENVS_PER_THREAD
+    if text not in ("1", "2", "4"):
         raise ValueError(f"GPU_VECENV_ENVS_PER_THREAD must be 1, 2 or 4, got {text!r}")
-    return value
+    return int(text)
 
 
 def kernel_flags() -> tuple[str, ...]:
@@ -126,6 +128,25 @@ def kernel_flags() -> tuple[str, ...]:
                              f"{min_blocks!r}")
         flags += [f"-DGV_STEP_MIN_BLOCKS={int(min_blocks)}", f"-DGV_BLOCK_SIZE={BLOCK_SIZE}"]
     return tuple(flags)
+
+
+_built_envs_per_thread: dict[int, int] = {}
+"""``<source>_envs_per_thread`` of each loaded module (by ``id``, as :data:`_consts_layouts`)."""
+
+
+def built_envs_per_thread(module, source: str) -> int:
+    """Envs per thread of the loaded step kernel, as ``GV_DEFINE_KERNELS`` exports it
+    (``<source>_envs_per_thread``); 1 for a kernel file written without it, whatever the
+    setting: its own step kernel takes one env per thread."""
+    value = _built_envs_per_thread.get(id(module))
+    if value is None:
+        try:
+            value = int.from_bytes(module.read_global(f"{source}_envs_per_thread")[:4],
+                                   "little")
+        except DriverError:
+            value = 1
+        _built_envs_per_thread[id(module)] = value
+    return value
 
 
 def _ptr(tensor: torch.Tensor | None) -> int:
@@ -157,8 +178,8 @@ class CudaBackend:
                              "32-bit indices")
         self.device = ctx.device
         self._device_index = ctx.device.index if ctx.device.index is not None else 0
-        self.envs_per_thread = envs_per_thread()
         module = load_module(binding.source, self._device_index, binding.path, kernel_flags())
+        self.envs_per_thread = built_envs_per_thread(module, binding.source)
         check_consts(definition, binding, ctx.params, module)
         consts_fmt, consts = binding.pack_format(ctx.params)
         state_ptrs = tuple(b.state[f.name].data_ptr() for f in definition.state_fields)

@@ -3,8 +3,8 @@
 For each env and size, and each variant ``E[:M]`` (``GPU_VECENV_ENVS_PER_THREAD=E``, and
 ``GPU_VECENV_STEP_MIN_BLOCKS=M`` where given; see :mod:`gpu_vecenv.backends.cuda`), an env
 is made with ``copy=False``, reset with seed 0 and timed two ways, each the median of
-``--repeats`` runs of ``--steps`` steps between CUDA events, over a pool of 8 pre-drawn
-random action batches:
+``--repeats`` runs of ``--steps`` steps between CUDA events (after one warm-up run; the
+variants take turns run by run), over a pool of 8 pre-drawn random action batches:
 
 - ``step``: ``env.step()`` (what a user's loop pays);
 - ``kernel``: ``env.backend.step()`` into the env's outputs (the launch alone, no Python
@@ -20,8 +20,9 @@ env-step amount to.
 
 Then the check: each variant against E = 1, both stepped with the same 50 random action
 batches (1 % invalid actions, ``strict=False``), must write bit-identical obs, reward,
-terminated, truncated (and final_obs) at every step and hold bit-identical state, elapsed steps, RNG
-counters, pending and invalid flags at the end; in NEXT_STEP at the timed sizes, and in
+terminated, truncated (and final_obs) at every step and hold bit-identical state, elapsed
+steps, RNG counters, pending and invalid flags at the end; in NEXT_STEP at the timed sizes,
+and in
 all three autoreset modes at sizes that take the kernels' other paths: 1 env (the one-env
 tail alone), 4099 and 4,194,307 (state rows not aligned to E floats, so E > 1 reads them
 value by value, and a tail of n % E envs one at a time).
@@ -86,40 +87,50 @@ def make(env_id: str, n: int, variant: tuple[int, int | None], **kwargs):
     return env
 
 
-def _time(fn, steps: int, repeats: int) -> float:
-    """Median seconds per call of ``fn(i)`` over ``repeats`` runs of ``steps`` calls."""
-    for i in range(10):
+def _time_once(fn, steps: int) -> float:
+    """Seconds per call of ``fn(i)`` over ``steps`` calls, between two CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(steps):
         fn(i)
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(steps):
-            fn(i)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / steps)
-    return statistics.median(times)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / steps
 
 
-def time_variant(env_id: str, n: int, variant, steps: int, repeats: int, bandwidth: float):
-    env = make(env_id, n, variant)
-    env.reset(seed=0)
-    actions = _action_pool(env, POOL)
-    per_env = bytes_per_env_step(env)
-    backend, outputs = env.backend, env._outputs
-    record = {"env": env_id, "num_envs": n, "variant": _name(variant),
-              "envs_per_thread": variant[0], "min_blocks": variant[1],
-              "bytes_per_env_step": per_env}
-    for label, fn in (("step", lambda i: env.step(actions[i % POOL])),
-                      ("kernel", lambda i: backend.step(actions[i % POOL], outputs))):
-        seconds = _time(fn, steps, repeats)
-        record[f"{label}_us"] = seconds * 1e6
-        record[f"{label}_env_steps_per_s"] = n / seconds
-        record[f"{label}_pct_copy_bw"] = 100 * per_env * n / seconds / bandwidth
-    env.check_errors()
-    env.close()
-    return record
+def time_variants(env_id: str, n: int, variants, steps: int, repeats: int,
+                  bandwidth: float) -> list[dict]:
+    """One record per variant; the variants' envs all live at once and take turns, repeat by
+    repeat, so that clock and temperature drift falls on all of them alike."""
+    runs = []
+    for variant in variants:
+        env = make(env_id, n, variant)
+        env.reset(seed=0)
+        actions = _action_pool(env, POOL)
+        backend, outputs = env.backend, env._outputs
+        loops = {"step": lambda i, env=env, a=actions: env.step(a[i % POOL]),
+                 "kernel": lambda i, b=backend, a=actions, o=outputs: b.step(a[i % POOL], o)}
+        runs.append((variant, env, loops, {label: [] for label in loops}))
+    for _ in range(repeats + 1):  # the first round warms up
+        for _variant, _env, loops, times in runs:
+            for label, fn in loops.items():
+                times[label].append(_time_once(fn, steps))
+    records = []
+    for variant, env, _loops, times in runs:
+        per_env = bytes_per_env_step(env)
+        record = {"env": env_id, "num_envs": n, "variant": _name(variant),
+                  "envs_per_thread": variant[0], "min_blocks": variant[1],
+                  "bytes_per_env_step": per_env}
+        for label, values in times.items():
+            seconds = statistics.median(values[1:])
+            record[f"{label}_us"] = seconds * 1e6
+            record[f"{label}_env_steps_per_s"] = n / seconds
+            record[f"{label}_pct_copy_bw"] = 100 * per_env * n / seconds / bandwidth
+            record[f"{label}_spread"] = (max(values[1:]) - min(values[1:])) / seconds
+        env.check_errors()
+        env.close()
+        records.append(record)
+    return records
 
 
 def _random_actions(env, generator, invalid_fraction: float = 0.01) -> torch.Tensor:
@@ -201,8 +212,7 @@ def main() -> int:
     records = []
     for env_id in args.envs:
         for n in args.sizes:
-            for variant in variants:
-                r = time_variant(env_id, n, variant, args.steps, args.repeats, bandwidth)
+            for r in time_variants(env_id, n, variants, args.steps, args.repeats, bandwidth):
                 records.append(r)
                 print(f"{env_id:28s} {n:>9d} {r['variant']:16s} {r['bytes_per_env_step']:>5d} "
                       f"{r['step_us']:>8.1f} {r['step_pct_copy_bw']:>4.0f}% "

@@ -112,8 +112,10 @@ def test_step_grid_follows_what_the_kernel_was_built_with():
             assert name == "cartpole_envs_per_thread"
             return self.value.to_bytes(4, "little")
 
-    assert built_envs_per_thread(Module(4), "cartpole") == 4
-    assert built_envs_per_thread(Module(None), "cartpole") == 1
+    # (both alive at once: the answer is kept per module id, as loaded modules live on)
+    built_for_four, hand_written = Module(4), Module(None)
+    assert built_envs_per_thread(built_for_four, "cartpole") == 4
+    assert built_envs_per_thread(hand_written, "cartpole") == 1
 
 
 @nvcc_required

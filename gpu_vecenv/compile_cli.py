@@ -35,17 +35,23 @@ class Job:
 
 def env_jobs() -> list[Job]:
     """Every env kernel file of the package; a file whose game binding builds one kernel at
-    a time (``tag.cu``) kernel by kernel, as its backend builds it."""
+    a time (``tag.cu``) kernel by kernel, as its backend builds it; a single-agent env's
+    with the flags its backend adds (:func:`gpu_vecenv.backends.cuda.kernel_flags`)."""
     from gpu_vecenv.backends.compiler import CUDA_SRC
+    from gpu_vecenv.backends.cuda import kernel_flags
     from gpu_vecenv.env_ids import list_ids, load_definition
+    from gpu_vecenv.kernel_binding import KernelBinding
     from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding
 
     by_kernel: dict[str, GameKernelBinding] = {}
+    single_agent = set()
     for env_id in list_ids():
         definition = load_definition(env_id)
         binding = getattr(definition, "kernel_binding", None)
         if isinstance(binding, GameKernelBinding) and binding.kernel_flags is not None:
             by_kernel[definition.name] = binding
+        elif isinstance(binding, KernelBinding) and binding.path is None:
+            single_agent.add(binding.source)
     jobs = []
     for path in sorted(CUDA_SRC.glob("*.cu")):
         binding = by_kernel.get(path.stem)
@@ -53,7 +59,8 @@ def env_jobs() -> list[Job]:
             jobs += [Job(path.stem, f"{path.name} [{k}]", binding.flags_for(k))
                      for k in binding.kernels]
         elif path.stem != "ppo_mlp":
-            jobs.append(Job(path.stem, path.name))
+            flags = kernel_flags() if path.stem in single_agent else ()
+            jobs.append(Job(path.stem, path.name, flags))
     return jobs
 
 

@@ -62,6 +62,75 @@ def test_nvrtc_is_found_where_its_wheel_is_installed():
     assert found.version >= (11, 2) and 90 in found.archs
 
 
+@nvrtc_required
+@pytest.mark.parametrize("name", [n for n in KERNEL_FILES
+                                  if "GV_DEFINE_KERNELS" in (CUDA_SRC / f"{n}.cu").read_text()])
+@pytest.mark.parametrize("per_thread", [2, 4])
+def test_envs_per_thread_builds_with_nvrtc_without_warnings(name, per_thread, tmp_path,
+                                                            monkeypatch):
+    """The step kernel's E-envs-per-thread builds (GPU_VECENV_ENVS_PER_THREAD, and with a
+    min-blocks launch bound) compile under NVRTC, which has no C library."""
+    from gpu_vecenv.backends.cuda import kernel_flags
+
+    monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", str(per_thread))
+    monkeypatch.setenv("GPU_VECENV_STEP_MIN_BLOCKS", "2")
+    flags = kernel_flags()
+    assert f"-DGV_ENVS_PER_THREAD={per_thread}" in flags and "-DGV_STEP_MIN_BLOCKS=2" in flags
+    build = compile_kernel(name, (9, 0), flags, compiler=choose_compiler("nvrtc"))
+    assert build.path.stat().st_size > 0 and not build.log.strip(), build.log
+
+
+def test_envs_per_thread_setting_is_checked(monkeypatch):
+    from gpu_vecenv.backends.cuda import envs_per_thread, kernel_flags
+
+    monkeypatch.delenv("GPU_VECENV_ENVS_PER_THREAD", raising=False)
+    monkeypatch.delenv("GPU_VECENV_STEP_MIN_BLOCKS", raising=False)
+    assert envs_per_thread() == 1 and kernel_flags() == ()  # the default: today's cache key
+    monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", "3")
+    with pytest.raises(ValueError, match="1, 2 or 4"):
+        envs_per_thread()
+    monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", "4")
+    monkeypatch.setenv("GPU_VECENV_STEP_MIN_BLOCKS", "many")
+    with pytest.raises(ValueError, match="positive integer"):
+        kernel_flags()
+
+
+def test_step_grid_follows_what_the_kernel_was_built_with():
+    """The loader reads <source>_envs_per_thread from the module; a kernel file without it
+    (hand-written kernels, one env per thread) counts as 1 whatever the setting."""
+    from gpu_vecenv.backends.cuda import built_envs_per_thread
+    from gpu_vecenv.backends.driver import DriverError
+
+    class Module:
+        def __init__(self, value):
+            self.value = value
+
+        def read_global(self, name):
+            if self.value is None:
+                raise DriverError(f"no {name}", 500)
+            assert name == "cartpole_envs_per_thread"
+            return self.value.to_bytes(4, "little")
+
+    # (both alive at once: the answer is kept per module id, as loaded modules live on)
+    built_for_four, hand_written = Module(4), Module(None)
+    assert built_envs_per_thread(built_for_four, "cartpole") == 4
+    assert built_envs_per_thread(hand_written, "cartpole") == 1
+
+
+@nvcc_required
+def test_kernels_export_their_envs_per_thread(tmp_path):
+    command = build_command(find_nvcc(), CUDA_SRC / "pendulum.cu", tmp_path / "p.cubin", (9, 0),
+                            extra_flags=("-DGV_ENVS_PER_THREAD=2",))
+    assert subprocess.run(command, capture_output=True, check=False).returncode == 0
+    cuobjdump = Path(find_nvcc()).parent / "cuobjdump"
+    if not cuobjdump.is_file():
+        pytest.skip("cuobjdump is not beside nvcc")
+    symbols = subprocess.run([str(cuobjdump), "-symbols", str(tmp_path / "p.cubin")],
+                             capture_output=True, text=True, check=False).stdout
+    assert "pendulum_envs_per_thread" in symbols
+
+
 @nvcc_required
 @pytest.mark.parametrize("name", KERNEL_FILES)
 def test_kernel_file_compiles_with_nvcc_for_sm90_without_warnings(name, tmp_path):

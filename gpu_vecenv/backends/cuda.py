@@ -17,10 +17,18 @@ driver API on the env's torch tensors.
 - One launch per ``step()``: action check, dynamics, reward, termination, time limit,
   autoreset, observation and ``final_obs`` are fused; invalid actions are counted on the
   device (``buffers.error_count``), never read back here.
+- Threads: the step kernel gives each thread :func:`envs_per_thread` consecutive envs
+  (``$GPU_VECENV_ENVS_PER_THREAD``: 1, 2 or 4), read with vector loads of that many envs per
+  array; ``$GPU_VECENV_STEP_MIN_BLOCKS`` adds ``__launch_bounds__(BLOCK_SIZE, m)`` to it. Both
+  are read when a backend is made and compiled in as ``-D`` flags (part of the cache key), so
+  one process can hold envs built with different settings; the step grid is sized by what
+  the loaded kernel says it was built with (:func:`built_envs_per_thread`). Results are bit
+  for bit the same under every setting; only the speed differs.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
@@ -33,11 +41,17 @@ from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.kernel_binding import KernelBinding, check_layout, f32, reciprocal
 
-__all__ = ["AUTORESET_CODES", "BLOCK_SIZE", "CudaBackend", "KernelBinding", "binding_for",
-           "check_consts", "f32", "reciprocal"]
+__all__ = ["AUTORESET_CODES", "BLOCK_SIZE", "ENVS_PER_THREAD", "CudaBackend", "KernelBinding",
+           "binding_for", "built_envs_per_thread", "check_consts", "envs_per_thread", "f32",
+           "kernel_flags", "reciprocal"]
 
 BLOCK_SIZE = 256
-"""Threads per block; one thread per env."""
+"""Threads per block."""
+
+ENVS_PER_THREAD = 1
+"""Consecutive envs each thread of the step kernel handles when
+``$GPU_VECENV_ENVS_PER_THREAD`` is unset (``GV_ENVS_PER_THREAD`` in
+``cuda_src/common/autoreset.cuh``)."""
 
 AUTORESET_CODES = {
     AutoresetMode.NEXT_STEP: 0,
@@ -90,6 +104,51 @@ def check_consts(definition, binding: KernelBinding, params, module) -> None:
     check_layout(definition.name, binding, params, text)
 
 
+def envs_per_thread() -> int:
+    """``$GPU_VECENV_ENVS_PER_THREAD`` (1, 2 or 4), else :data:`ENVS_PER_THREAD`."""
+    text = os.environ.get("GPU_VECENV_ENVS_PER_THREAD", "").strip()
+    if not text:
+        return ENVS_PER_THREAD
+    if text not in ("1", "2", "4"):
+        raise ValueError(f"GPU_VECENV_ENVS_PER_THREAD must be 1, 2 or 4, got {text!r}")
+    return int(text)
+
+
+def kernel_flags() -> tuple[str, ...]:
+    """The ``-D`` flags of a single-agent env's kernel build under the current settings
+    (:func:`envs_per_thread`, ``$GPU_VECENV_STEP_MIN_BLOCKS``)."""
+    flags = []
+    per_thread = envs_per_thread()
+    if per_thread != 1:
+        flags.append(f"-DGV_ENVS_PER_THREAD={per_thread}")
+    min_blocks = os.environ.get("GPU_VECENV_STEP_MIN_BLOCKS", "").strip()
+    if min_blocks:
+        if not min_blocks.isdigit() or int(min_blocks) < 1:
+            raise ValueError(f"GPU_VECENV_STEP_MIN_BLOCKS must be a positive integer, got "
+                             f"{min_blocks!r}")
+        flags += [f"-DGV_STEP_MIN_BLOCKS={int(min_blocks)}", f"-DGV_BLOCK_SIZE={BLOCK_SIZE}"]
+    return tuple(flags)
+
+
+_built_envs_per_thread: dict[int, int] = {}
+"""``<source>_envs_per_thread`` of each loaded module (by ``id``, as :data:`_consts_layouts`)."""
+
+
+def built_envs_per_thread(module, source: str) -> int:
+    """Envs per thread of the loaded step kernel, as ``GV_DEFINE_KERNELS`` exports it
+    (``<source>_envs_per_thread``); 1 for a kernel file written without it, whatever the
+    setting: its own step kernel takes one env per thread."""
+    value = _built_envs_per_thread.get(id(module))
+    if value is None:
+        try:
+            value = int.from_bytes(module.read_global(f"{source}_envs_per_thread")[:4],
+                                   "little")
+        except DriverError:
+            value = 1
+        _built_envs_per_thread[id(module)] = value
+    return value
+
+
 def _ptr(tensor: torch.Tensor | None) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
@@ -119,7 +178,8 @@ class CudaBackend:
                              "32-bit indices")
         self.device = ctx.device
         self._device_index = ctx.device.index if ctx.device.index is not None else 0
-        module = load_module(binding.source, self._device_index, binding.path)
+        module = load_module(binding.source, self._device_index, binding.path, kernel_flags())
+        self.envs_per_thread = built_envs_per_thread(module, binding.source)
         check_consts(definition, binding, ctx.params, module)
         consts_fmt, consts = binding.pack_format(ctx.params)
         state_ptrs = tuple(b.state[f.name].data_ptr() for f in definition.state_fields)
@@ -141,6 +201,8 @@ class CudaBackend:
         self._step_tail = (n, ctx.max_episode_steps or 0, AUTORESET_CODES[ctx.autoreset_mode])
         self._n = n
         self._grid = ((n + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
+        step_threads = (n + self.envs_per_thread - 1) // self.envs_per_thread
+        self._step_grid = (max(1, (step_threads + BLOCK_SIZE - 1) // BLOCK_SIZE), 1, 1)
         self._block = (BLOCK_SIZE, 1, 1)
 
     def reset(self, mask: torch.Tensor | None, obs_out: torch.Tensor) -> None:
@@ -153,7 +215,7 @@ class CudaBackend:
         """One fused launch: see ``gv_step_env`` in ``cuda_src/common/autoreset.cuh``."""
         action = action.contiguous()  # held until the launch is queued
         obs, reward, terminated, truncated, final_obs, _ = out.pointers or out.data_ptrs()
-        self._step_fn(self._grid, self._block, (
+        self._step_fn(self._step_grid, self._block, (
             action.data_ptr(), obs, reward, terminated, truncated, final_obs,
             *self._step_tail,
         ))

@@ -34,8 +34,12 @@ def build(out_dir: Path) -> Path:
     return exe
 
 
-def _header(op: int, n: int, max_steps: int, mode: int, consts_size: int, has_mask: bool):
-    return struct.pack("iiIiii", op, n, max_steps, mode, consts_size, int(has_mask))
+def _header(op: int, n: int, max_steps: int, mode: int, consts_size: int, has_mask: bool,
+            envs_per_thread: int = 1, state_row_stride: int | None = None,
+            offset_action: bool = False):
+    return struct.pack("iiIiiiiii", op, n, max_steps, mode, consts_size, int(has_mask),
+                       envs_per_thread, n if state_row_stride is None else state_row_stride,
+                       int(offset_action))
 
 
 def run_rng(exe: Path, tmp: Path, seed, index, counter, stream: int):
@@ -82,8 +86,17 @@ class HostResult:
 
 
 def run_env(exe: Path, tmp: Path, env, op: int, action: torch.Tensor | None = None,
-            mask: torch.Tensor | None = None) -> HostResult:
-    """Run ``op`` on the current buffers of ``env`` (a CPU GpuVectorEnv) in the harness."""
+            mask: torch.Tensor | None = None, envs_per_thread: int = 1,
+            state_row_stride: int | None = None, offset_action: bool = False) -> HostResult:
+    """Run ``op`` on the current buffers of ``env`` (a CPU GpuVectorEnv) in the harness.
+
+    ``envs_per_thread``: a step goes through ``gv_step_chunk`` with that many envs per call
+    (the kernels built with ``GV_ENVS_PER_THREAD``). ``state_row_stride``: floats between
+    the state fields in the harness's memory (default ``num_envs``, as in ``EnvBuffers``;
+    a multiple of 4 keeps every field aligned for the block loads whatever ``num_envs`` is).
+    ``offset_action``: the actions start one element past an aligned address, so that the
+    block path is refused (as for an offset view of a larger tensor).
+    """
     definition, b, n = env.definition, env.buffers, env.num_envs
     binding = binding_for(definition)
     fmt, values = binding.pack_format(env.params)
@@ -94,7 +107,8 @@ def run_env(exe: Path, tmp: Path, env, op: int, action: torch.Tensor | None = No
         action = torch.zeros(env.actions.shape, dtype=env.actions.dtype)
     parts = [
         _header(op, n, env.max_episode_steps or 0, AUTORESET_CODES[env.autoreset_mode],
-                len(consts), mask is not None),
+                len(consts), mask is not None, envs_per_thread, state_row_stride,
+                offset_action),
         consts,
         np.stack([b.state[f].numpy() for f in fields]).astype(np.float32).tobytes(),
         b.elapsed.numpy().astype(np.int32).tobytes(),

@@ -2,8 +2,10 @@
 //
 //   host_harness rng  IN OUT   Philox words and uniforms (cuda_src/common/rng.cuh)
 //   host_harness ENV  IN OUT   one step / reset / observe of every env in the batch through
-//                              the same gv_*_env functions the kernels call per thread, or
-//                              the env's Consts layout text (op 4)
+//                              the same gv_* functions the kernels call per thread (a step
+//                              with envs_per_thread E > 1 goes through gv_step_chunk, one
+//                              call per E envs, as GV_ENVS_PER_THREAD=E kernels do), or the
+//                              env's Consts layout text (op 4)
 //
 // IN and OUT are flat binary files written and read by tests/host_kernels/harness.py.
 #include <cstdio>
@@ -26,6 +28,9 @@ struct Header {
   int autoreset_mode;
   int consts_size;
   int has_mask;
+  int envs_per_thread;   // step: 1, 2 or 4
+  int state_row_stride;  // floats between state fields in memory (>= num_envs)
+  int offset_action;     // step: the actions start one element past an aligned address
 };
 
 template <class T>
@@ -97,8 +102,16 @@ int run_env(const Header& h, FILE* in, FILE* out) {
   bool* invalid = reinterpret_cast<bool*>(invalid_raw.data());
   int error_count = 0;
 
+  // The fields as rows `state_row_stride` apart: n itself, as in EnvBuffers, or padded so
+  // that each row is aligned whatever n is.
+  const size_t stride = (size_t)h.state_row_stride;
+  std::vector<float> rows(stride * Env::kStateDim + 4, NAN);
+  float* rows_base = rows.data() + (4 - ((uintptr_t)rows.data() / sizeof(float)) % 4) % 4;
   GvStatePtrs<Env::kStateDim> sp;
-  for (int k = 0; k < Env::kStateDim; ++k) sp.field[k] = state.data() + (size_t)k * un;
+  for (int k = 0; k < Env::kStateDim; ++k) {
+    sp.field[k] = rows_base + (size_t)k * stride;
+    memcpy(sp.field[k], state.data() + (size_t)k * un, un * sizeof(float));
+  }
   GvEnvBuffers b = {elapsed.data(), rng_counter.data(), seed.data(), pending, invalid,
                     &error_count};
   std::vector<float> obs(un * Env::kObsDim, NAN), final_obs(un * Env::kObsDim, NAN);
@@ -107,18 +120,38 @@ int run_env(const Header& h, FILE* in, FILE* out) {
   GvStepOutputs o = {obs.data(), reward.data(), reinterpret_cast<bool*>(terminated.data()),
                      reinterpret_cast<bool*>(truncated.data()),
                      h.autoreset_mode == GV_AUTORESET_SAME_STEP ? final_obs.data() : nullptr};
-  for (int i = 0; i < n; ++i) {
-    if (h.op == 1) {
-      if (gv_step_env<Env>(c, sp, b, action.data(), o, i, h.max_episode_steps,
-                           h.autoreset_mode)) {
-        error_count += 1;
+  // The actions one element past an aligned start where asked (an offset view's layout).
+  std::vector<typename Env::ActionT> action_rows(action.size() + 4);
+  typename Env::ActionT* actions = action_rows.data() + (h.offset_action ? 1 : 0);
+  if (!action.empty()) memcpy(actions, action.data(), action.size() * sizeof(action[0]));
+  if (h.op == 1) {
+    const int e = h.envs_per_thread;
+    for (int first = 0; first < n; first += e) {
+      if (e == 1) {
+        error_count += gv_step_chunk<Env, 1>(c, sp, b, actions, o, first, n,
+                                             h.max_episode_steps, h.autoreset_mode,
+                                             gv_chunk_layout<Env, 1>(sp, b, actions, o));
+      } else if (e == 2) {
+        error_count += gv_step_chunk<Env, 2>(c, sp, b, actions, o, first, n,
+                                             h.max_episode_steps, h.autoreset_mode,
+                                             gv_chunk_layout<Env, 2>(sp, b, actions, o));
+      } else {
+        error_count += gv_step_chunk<Env, 4>(c, sp, b, actions, o, first, n,
+                                             h.max_episode_steps, h.autoreset_mode,
+                                             gv_chunk_layout<Env, 4>(sp, b, actions, o));
       }
-    } else if (h.op == 2) {
+    }
+  }
+  for (int i = 0; i < n && h.op != 1; ++i) {
+    if (h.op == 2) {
       const bool* mask = h.has_mask ? reinterpret_cast<const bool*>(mask_raw.data()) : nullptr;
       gv_reset_masked_env<Env>(c, sp, b, mask, obs.data(), i);
     } else {
       gv_observe_env<Env>(c, sp, obs.data(), i);
     }
+  }
+  for (int k = 0; k < Env::kStateDim; ++k) {
+    memcpy(state.data() + (size_t)k * un, sp.field[k], un * sizeof(float));
   }
   write_from(out, state);
   write_from(out, elapsed);

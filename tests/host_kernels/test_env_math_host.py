@@ -142,3 +142,43 @@ def test_reset_and_observe_match_reference(host_harness, tmp_path, env_id):
 
     host = harness.run_env(host_harness, tmp_path, env, harness.OP_OBSERVE)
     torch.testing.assert_close(host.obs, obs, atol=1e-6, rtol=1e-6)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int32) if t.dtype == torch.float32 else t
+
+
+# (num_envs, state row stride, actions offset by one element): every chunk on the block
+# path; the block path and a tail of n % E envs, with aligned state rows (padded) and with
+# rows as EnvBuffers lays them out (unaligned for n % E != 0: value by value); actions
+# unaligned, so every env takes the one-env path; a single env.
+LAYOUTS = [(4096, None, False), (4099, 4100, False), (4099, None, False), (4096, None, True),
+           (1, None, False)]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_envs_per_thread_is_bitwise_the_same(host_harness, tmp_path, env_id):
+    """Kernels built with GV_ENVS_PER_THREAD = 2 or 4 (block loads and stores, the tail,
+    unaligned state rows and unaligned actions) write exactly what one env per thread
+    writes, in every mode."""
+    gen = torch.Generator().manual_seed(zlib.crc32(env_id.encode()) + 1)
+    states = visited_states(env_id, gen)
+    for n, stride, offset_action in LAYOUTS:
+        for mode in MODES:
+            env = _make(env_id, n, mode)
+            _inject(env, {k: v[torch.arange(n) % NUM_STATES] for k, v in states.items()}, gen)
+            action = _random_actions(env, gen, 0.03)
+            one = harness.run_env(host_harness, tmp_path, env, harness.OP_STEP, action)
+            for per_thread in (2, 4):
+                many = harness.run_env(host_harness, tmp_path, env, harness.OP_STEP, action,
+                                       envs_per_thread=per_thread, state_row_stride=stride,
+                                       offset_action=offset_action)
+                what = f"n={n} stride={stride} offset_action={offset_action} {mode} E={per_thread}"
+                assert one.error_count == many.error_count, what
+                for name in ("elapsed", "rng_counter", "autoreset_pending", "invalid_action",
+                             "obs", "reward", "terminated", "truncated", "final_obs"):
+                    assert torch.equal(_bits(getattr(one, name)), _bits(getattr(many, name))), \
+                        f"{what}: {name}"
+                for name in one.state:
+                    assert torch.equal(_bits(one.state[name]), _bits(many.state[name])), \
+                        f"{what}: state {name}"

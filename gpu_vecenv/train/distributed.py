@@ -104,8 +104,10 @@ def init(device: torch.device) -> bool:
         return active()
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, timeout=timeout())
+        # device_id binds the group to this rank's GPU (barriers and collectives use it)
+        dist.init_process_group("nccl", timeout=timeout(), device_id=device)
+    else:
+        dist.init_process_group("gloo", timeout=timeout())
     return True
 
 

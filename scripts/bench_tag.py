@@ -8,15 +8,17 @@ CUDA events around the timed loop, median of 5 runs. Also: the bytes a step must
 backend's kernels alone against the measured device-to-device copy
 bandwidth.
 
-``--actions per-step`` draws our actions on the device in every step (as a user's loop does)
-instead of from the pool; ``both`` times each. ``--vs warpdrive`` (where rl-warp-drive 2.7.1,
+``--actions per-step`` draws our actions on the device in every step (one torch.randint, as a
+user's loop does) instead of from the pool; ``captured`` runs that loop as one CUDA-graph
+replay of ``--steps`` steps (:func:`gpu_vecenv.capture_rollout`, a trajectory recorded);
+``both`` times pool and per-step, ``all`` the three. ``--vs warpdrive`` (where rl-warp-drive 2.7.1,
 its gym and PyCUDA import) then times WarpDrive's TagContinuous on the same continuous cases,
 in this process (:mod:`gpu_vecenv.warpdrive_peer`): its CUDASampler drawing the actions and
 its step kernel, as its trainer runs them, and its step kernel alone; it prints our rate over
 each, and ``--plot`` draws those ratios.
 
     python scripts/bench_tag.py [--device cuda] [--backend cuda] [--json out.json]
-        [--actions pool|per-step|both] [--vs warpdrive] [--plot ratios.png]
+        [--actions pool|per-step|captured|both|all] [--vs warpdrive] [--plot ratios.png]
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def bytes_per_step(env) -> int:
     return env.num_envs * per_slot + state
 
 
-ACTIONS = ("pool", "per-step")
+ACTIONS = ("pool", "per-step", "captured")
 """Where our actions come from: a pool of 8 batches drawn beforehand, or a draw on the device
 before every step (torch.rand, scale, cast: three small kernels, as a user's loop has)."""
 
@@ -92,12 +94,20 @@ def time_case(cls, games, params, device, backend, steps, repeats=5, actions="po
         def draw():
             return torch.randint(0, 5, (env.num_envs,), generator=gen, device=device)
     pool = [draw() for _ in range(8)]
-    if actions == "per-step":
+    if actions in ("per-step", "captured"):
+        # What a user's loop writes: one torch.randint a step on the default generator
+        # (both action components have the same number of levels in these presets).
+        high = int(space.nvec[0]) if hasattr(space, "nvec") else int(space.n)
+        uniform = not hasattr(space, "nvec") or len(set(int(n) for n in space.nvec)) == 1
+        shape = tuple(pool[0].shape)
+
         def action(k):
-            return draw()
+            return torch.randint(0, high, shape, device=device) if uniform else draw()
     else:
         def action(k):
             return pool[k % 8]
+    if actions == "captured":
+        return time_captured(env, lambda obs: action(0), steps, repeats, pool)
     for k in range(20):
         env.step(action(k))
     times, host = [], []
@@ -122,6 +132,38 @@ def time_case(cls, games, params, device, backend, steps, repeats=5, actions="po
     backend = start.elapsed_time(end) / 1000 / steps
     env.check_errors()
     return env, statistics.median(times), statistics.median(host), backend
+
+
+def time_captured(env, policy, steps, repeats, pool):
+    """``steps`` steps of ``env`` driven by ``policy`` (a torch.randint a step) as one
+    CUDA-graph replay (:func:`gpu_vecenv.capture_rollout`), recording a trajectory: per
+    step, the replay's device time and its host time."""
+    from gpu_vecenv.captured_rollout import capture_rollout
+
+    rollout = capture_rollout(env, policy, steps)
+    obs, _ = env.reset(seed=0)
+    for _ in range(3):  # the warm-up calls and the capture
+        obs = rollout(obs).next_obs
+    times, host = [], []
+    for _ in range(repeats):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        began = time.perf_counter()
+        obs = rollout(obs).next_obs
+        host.append((time.perf_counter() - began) / steps)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000 / steps)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for k in range(steps):
+        env.backend.step(pool[k % 8], env._outputs)
+    end.record()
+    end.synchronize()
+    env.check_errors()
+    return env, statistics.median(times), statistics.median(host), \
+        start.elapsed_time(end) / 1000 / steps
 
 
 TARGET_RATIO = 20.0
@@ -237,9 +279,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", default=None)
     parser.add_argument("--case", default=None,
                         help="run only these cases, comma-separated, e.g. 'tag 1x5,grid 1x5'")
-    parser.add_argument("--actions", choices=[*ACTIONS, "both"], default="pool",
-                        help="our actions: a pool drawn beforehand (default), a draw on the "
-                             "device every step, or both")
+    parser.add_argument("--actions", choices=[*ACTIONS, "both", "all"], default="pool",
+                        help="our actions: a pool drawn beforehand (default), a torch.randint "
+                             "every step, that loop captured as one CUDA graph (captured), "
+                             "pool and per-step (both) or all three")
     parser.add_argument("--vs", choices=["warpdrive"], default=None,
                         help="also time WarpDrive's Tag on the continuous cases, this process")
     parser.add_argument("--plot", default=None, metavar="PATH",
@@ -253,7 +296,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         unknown = set(wanted) - {c[0] for c in CASES}
         if unknown:
             parser.error(f"unknown cases {sorted(unknown)}; known: {[c[0] for c in CASES]}")
-    args.action_sources = list(ACTIONS) if args.actions == "both" else [args.actions]
+    args.action_sources = {"both": ["pool", "per-step"], "all": list(ACTIONS)}.get(
+        args.actions, [args.actions])
     return args
 
 

@@ -90,6 +90,8 @@ def test_arguments(bench_tag):
     assert (args.vs, args.action_sources, args.repeats) == (None, ["pool"], 5)
     args = bench_tag.parse_args(["--vs", "warpdrive", "--actions", "both", "--plot", "r.png"])
     assert args.action_sources == ["pool", "per-step"] and args.plot == "r.png"
+    args = bench_tag.parse_args(["--actions", "all"])
+    assert args.action_sources == ["pool", "per-step", "captured"]
     for wrong in (["--plot", "r.png"], ["--vs", "gymnax"], ["--case", "tag 3x3"],
                   ["--actions", "fresh"]):
         with pytest.raises(SystemExit):

@@ -98,6 +98,24 @@ __device__ __forceinline__ void gv_finish_game_autoreset(const Buffers& b, int g
   }
 }
 
+// gv_finish_game_autoreset from values the caller already holds (a kernel that keeps a
+// game's flags in registers): bad, pending, ended (the game stepped and ended) and the
+// RNG counter as they were at the start of the step. The same writes, no reads.
+template <class Buffers>
+__device__ __forceinline__ void gv_store_game_autoreset(const Buffers& b, int g, int mode,
+                                                        bool bad, bool pending, bool ended,
+                                                        long long rng_counter) {
+  if (mode == GV_AUTORESET_NEXT_STEP) {
+    if (!bad && pending) b.rng_counter[g] = rng_counter + 1;
+    b.pending[g] = ended || (pending && bad);
+  } else if (mode == GV_AUTORESET_SAME_STEP) {
+    if (ended) b.rng_counter[g] = rng_counter + 1;
+    b.pending[g] = false;
+  } else {
+    b.pending[g] = pending || ended;
+  }
+}
+
 // kResetGames: a reset game's stream advances and it no longer waits.
 template <class Buffers>
 __device__ __forceinline__ void gv_reset_game(const Buffers& b, const Agent ag,

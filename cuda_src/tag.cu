@@ -192,15 +192,12 @@ __device__ void phase_validate(const TagConsts& c, const TagBuffers& b,
   }
 }
 
-// One agent's move in a game that steps (valid actions `acc`, `turn`); returns its base
-// reward (edge hit and the role's step reward; 0 out of the game).
-__device__ __forceinline__ float move_agent(const TagConsts& c, const TagBuffers& b,
-                                            long long acc, long long turn, bool tagger,
-                                            TagAgent& v) {
+// One agent's move in a game that steps, by the values d_acc, d_turn of its actions;
+// returns its base reward (edge hit and the role's step reward; 0 out of the game).
+__device__ __forceinline__ float move_agent(const TagConsts& c, float d_acc, float d_turn,
+                                            bool tagger, TagAgent& v) {
   const bool playing = v.in_game != 0;
   const float playing_f = playing ? 1.0f : 0.0f;
-  const float d_acc = b.acceleration_table[acc];
-  const float d_turn = b.turn_table[turn];
   const float direction = gv_remainder(v.direction + d_turn, c.two_pi) * playing_f;
   float acceleration = v.acceleration + d_acc;
   const float vmax = tagger ? c.vmax_tagger : c.vmax_runner;
@@ -230,7 +227,8 @@ __device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffe
   float reward = 0.0f;
   if (gv_game_stepping(b, ag.g, mode)) {
     TagAgent v = load_agent(s, i);
-    reward = move_agent(c, b, action[2 * i], action[2 * i + 1], ag.a < c.num_taggers, v);
+    reward = move_agent(c, b.acceleration_table[action[2 * i]], b.turn_table[action[2 * i + 1]],
+                        ag.a < c.num_taggers, v);
     store_agent(s, i, v);
     if (ag.a == 0) s.t[ag.g] += 1;
   } else if (gv_game_resetting(b, ag.g, mode)) {
@@ -432,7 +430,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const bool playing = ag.on && me.own.in_game != 0;
   const bool want = visible && playing;
   const long long game = (long long)ag.g * c.num_agents;
-  const bool one_tile = c.num_agents <= (int)blockDim.x;
+  const bool one_tile = tile_ready || c.num_agents <= (int)blockDim.x;
   const float x = me.own.x, y = me.own.y;
   float worst = INFINITY;  // best[K - 1]
   // Inserts (d2, id) into the sorted list, keeping the first of equal distances first
@@ -578,6 +576,20 @@ __device__ void finish_game(const TagConsts& c, const TagBuffers& b, const Agent
   b.game_ended[g] = 0;
 }
 
+// Entry `index` of a table of `size` floats. A table that fits a warp comes from the
+// lanes' registers (lane k holds entry k: table_lane_entry, loaded with the step's other
+// loads) by a shuffle, which every lane of the warp must run; a longer one from memory.
+__device__ __forceinline__ float table_lane_entry(const float* table, int size) {
+  const int lane = threadIdx.x % 32;
+  return lane < size ? table[lane] : 0.0f;
+}
+
+__device__ __forceinline__ float table_entry(const float* table, int size, float lane_entry,
+                                             int index) {
+  const float shuffled = __shfl_sync(0xffffffffu, lane_entry, index);
+  return size <= 32 ? shuffled : table[index];
+}
+
 // A whole step when a game fits one block (blocks_per_game == 1): the phases kValidate
 // ... kObserveStep of run(), with the same arithmetic, cut down to the latency of a few
 // barriers. Each thread's agent, action and game flags are loaded once, in one batch, and
@@ -602,6 +614,8 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   const bool pending = b.pending[g];
   const long long seed = b.seed[g], rng_counter = b.rng_counter[g];
   int t = s.t[g];
+  const float acc_lane = table_lane_entry(b.acceleration_table, c.num_acceleration_actions);
+  const float turn_lane = table_lane_entry(b.turn_table, c.num_turn_actions);
   long long acc = 0, turn = 0;
   TagAgent me{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0};
   if (ag.on) {
@@ -618,6 +632,10 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     b.invalid_action[i] = !valid;
     if (!valid) atomicAdd(b.error_count, 1);
   }
+  const float d_acc = table_entry(b.acceleration_table, c.num_acceleration_actions, acc_lane,
+                                  valid ? (int)acc : 0);
+  const float d_turn = table_entry(b.turn_table, c.num_turn_actions, turn_lane,
+                                   valid ? (int)turn : 0);
   const bool bad = __syncthreads_or(ag.on && !valid) != 0;
   const bool stepping = !bad && (same_step || !pending);
   const bool resetting = mode == GV_AUTORESET_NEXT_STEP && !bad && pending;
@@ -627,7 +645,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   float reward = 0.0f;
   if (stepping) {
     if (ag.on) {
-      reward = move_agent(c, b, acc, turn, tagger, me);
+      reward = move_agent(c, d_acc, d_turn, tagger, me);
       store_agent(s, i, me);
     }
     t += 1;
@@ -692,9 +710,13 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     o.active[i] = in_after && !pending_after;
   }
 
-  // kFinalObs, kSameStepReset: observe the stepped game, then reset it if it ended.
-  if (same_step) {
-    write_observation<kMax, kWide>(c, s, ag, TagObserver{me, t}, true, visible, o.final_obs);
+  // SAME_STEP: kFinalObs, the stepped game's observations; kSameStepReset, the reset of
+  // a game that ended. Then kObserveStep. (A loop, so that the block's code holds one copy
+  // of the observation code, not two.)
+  for (bool final_obs = same_step;; final_obs = false) {
+    write_observation<kMax, kWide>(c, s, ag, TagObserver{me, t}, true, visible,
+                                   final_obs ? o.final_obs : o.obs);
+    if (!final_obs) break;
     __syncthreads();  // the tiles and the staged rows are read
     if (ended) {
       if (ag.on) {
@@ -709,8 +731,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     __syncthreads();
   }
 
-  // kObserveStep, and the game's pending flag and RNG counter.
-  write_observation<kMax, kWide>(c, s, ag, TagObserver{me, t}, true, visible, o.obs);
+  // The game's pending flag and RNG counter.
   if (ag.a == 0) gv_store_game_autoreset(b, g, mode, bad, pending, ended, rng_counter);
 }
 

@@ -610,7 +610,9 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   const bool tagger = ag.a < c.num_taggers;
   const bool same_step = mode == GV_AUTORESET_SAME_STEP;
 
-  // Everything the step reads from global memory, as independent loads.
+  // Everything the step reads from global memory, as independent loads. (A SAME_STEP
+  // reset reads its RNG stream again after the observations, rather than hold it in
+  // registers through them.)
   const bool pending = b.pending[g];
   const long long seed = b.seed[g], rng_counter = b.rng_counter[g];
   int t = s.t[g];
@@ -720,7 +722,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     __syncthreads();  // the tiles and the staged rows are read
     if (ended) {
       if (ag.on) {
-        me = fresh_agent(c, seed, rng_counter, ag);
+        me = fresh_agent(c, b.seed[g], b.rng_counter[g], ag);
         store_agent(s, i, me);
         put_in_tile(sh, threadIdx.x, me);
       }
@@ -732,7 +734,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   }
 
   // The game's pending flag and RNG counter.
-  if (ag.a == 0) gv_store_game_autoreset(b, g, mode, bad, pending, ended, rng_counter);
+  if (ag.a == 0) gv_store_game_autoreset(b, g, mode, bad, pending, ended);
 }
 
 template <int kMax, bool kWide>

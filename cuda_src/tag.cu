@@ -105,16 +105,17 @@ __device__ __forceinline__ unsigned dynamic_shared_bytes() {
 __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_dim | 1; }
 
 // The block's dynamic shared memory, T = blockDim.x entries per array:
-//   tile      float4[T]  positions and flags of a tile of the game's agents (float2 for the
-//                        tag search's taggers)
-//   motion    float4[T]  speed, acceleration, direction (partial observations, one tile)
+//   tile      float4[T]  x, y, in-game flag (and, with features, the normalised direction)
+//                        of a tile of the game's agents (float2 for the tag search's taggers)
+//   features  float4[T]  normalised x, y, speed, acceleration (put_in_tile: when the whole
+//                        game is one tile)
 //   tag_count int[T]     tags per tagger this step (step_one_block: the game's counters)
 //   stage     float[T * stage_stride]  the block's observation rows, when the launch has
 //                        room for them (staged)
 // envs/tag.py's shared_bytes() computes the same sizes.
 struct TagShared {
   float4* tile;
-  float4* motion;
+  float4* features;
   int* tag_count;
   float* stage;
   bool staged;
@@ -125,7 +126,7 @@ __device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
   const unsigned T = blockDim.x;
   TagShared sh;
   sh.tile = tag_dynamic_shared;
-  sh.motion = tag_dynamic_shared + T;
+  sh.features = tag_dynamic_shared + T;
   sh.tag_count = reinterpret_cast<int*>(tag_dynamic_shared + 2 * T);
   sh.stage = reinterpret_cast<float*>(sh.tag_count + T);
   const unsigned base = T * (2 * sizeof(float4) + sizeof(int));
@@ -152,10 +153,24 @@ __device__ __forceinline__ void store_agent(const TagState& s, long long i, cons
   s.in_game[i] = v.in_game;
 }
 
-// Tile entry k = agent v: what the tag search and the observations read of the others.
-__device__ __forceinline__ void put_in_tile(const TagShared& sh, int k, const TagAgent& v) {
-  sh.tile[k] = make_float4(v.x, v.y, v.in_game != 0 ? 1.0f : 0.0f, 0.0f);
-  sh.motion[k] = make_float4(v.speed, v.acceleration, v.direction, 0.0f);
+// The five normalised values whose differences an observation holds, of agent v.
+__device__ __forceinline__ void normalised(const TagConsts& c, const TagAgent& v,
+                                           float (&n)[kTagDiffFeatures]) {
+  n[0] = v.x / c.position_scale;
+  n[1] = v.y / c.position_scale;
+  n[2] = v.speed / c.speed_scale;
+  n[3] = v.acceleration / c.speed_scale;
+  n[4] = v.direction / c.two_pi;
+}
+
+// Tile entry k = agent v: what the tag search and the observations read of the others,
+// its values normalised once here rather than by each agent that observes it.
+__device__ __forceinline__ void put_in_tile(const TagConsts& c, const TagShared& sh, int k,
+                                            const TagAgent& v) {
+  float n[kTagDiffFeatures];
+  normalised(c, v, n);
+  sh.tile[k] = make_float4(v.x, v.y, v.in_game != 0 ? 1.0f : 0.0f, n[4]);
+  sh.features[k] = make_float4(n[0], n[1], n[2], n[3]);
 }
 
 // Fresh start of one agent: words 0, 1, 2 of Philox block `a` (x, y, direction).
@@ -324,17 +339,7 @@ __device__ __forceinline__ TagObserver load_observer(const TagState& s, const Ag
   return me;
 }
 
-// The five normalised values whose differences an observation holds: of agent v, of
-// global slot j, or of tile entry j (the same values, from the tile).
-__device__ __forceinline__ void normalised(const TagConsts& c, const TagAgent& v,
-                                           float (&n)[kTagDiffFeatures]) {
-  n[0] = v.x / c.position_scale;
-  n[1] = v.y / c.position_scale;
-  n[2] = v.speed / c.speed_scale;
-  n[3] = v.acceleration / c.speed_scale;
-  n[4] = v.direction / c.two_pi;
-}
-
+// normalised(), of global slot j, or of tile entry j (put_in_tile's values).
 __device__ __forceinline__ void normalised(const TagConsts& c, const TagState& s, long long j,
                                            float (&n)[kTagDiffFeatures]) {
   n[0] = s.x[j] / c.position_scale;
@@ -346,12 +351,12 @@ __device__ __forceinline__ void normalised(const TagConsts& c, const TagState& s
 
 __device__ __forceinline__ void normalised(const TagConsts& c, const TagShared& sh, int j,
                                            float (&n)[kTagDiffFeatures]) {
-  const float4 place = sh.tile[j], move = sh.motion[j];
-  n[0] = place.x / c.position_scale;
-  n[1] = place.y / c.position_scale;
-  n[2] = move.x / c.speed_scale;
-  n[3] = move.y / c.speed_scale;
-  n[4] = move.z / c.two_pi;
+  const float4 place = sh.tile[j], features = sh.features[j];
+  n[0] = features.x;
+  n[1] = features.y;
+  n[2] = features.z;
+  n[3] = features.w;
+  n[4] = place.w;
 }
 
 __device__ __forceinline__ void write_tail(const TagConsts& c, const TagObserver& me,
@@ -457,13 +462,11 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     if (!tile_ready) {
       __syncthreads();
       const int k = start + threadIdx.x;
-      if (k < c.num_agents) {
+      if (k < c.num_agents && one_tile) {
+        put_in_tile(c, sh, threadIdx.x, load_agent(s, game + k));
+      } else if (k < c.num_agents) {
         sh.tile[threadIdx.x] = make_float4(s.x[game + k], s.y[game + k],
                                            s.in_game[game + k] != 0 ? 1.0f : 0.0f, 0.0f);
-        if (one_tile) {
-          sh.motion[threadIdx.x] = make_float4(s.speed[game + k], s.acceleration[game + k],
-                                               s.direction[game + k], 0.0f);
-        }
       }
       __syncthreads();
     }
@@ -659,7 +662,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     t = 0;
   }
   if (ag.a == 0 && (stepping || resetting)) s.t[g] = t;
-  if (ag.on) put_in_tile(sh, threadIdx.x, me);
+  if (ag.on) put_in_tile(c, sh, threadIdx.x, me);
   __syncthreads();
 
   // kInteract: runners against the taggers of the tile (entries 0 .. T-1, which nobody
@@ -724,7 +727,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
       if (ag.on) {
         me = fresh_agent(c, b.seed[g], b.rng_counter[g], ag);
         store_agent(s, i, me);
-        put_in_tile(sh, threadIdx.x, me);
+        put_in_tile(c, sh, threadIdx.x, me);
       }
       t = 0;
       if (ag.a == 0) s.t[g] = 0;

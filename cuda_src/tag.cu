@@ -10,6 +10,11 @@
 //   kObserveStep observations (K nearest: positions staged through shared memory tiles);
 //              the game's pending flag and RNG counter; scratch counters zeroed
 //
+// That is run() with several blocks per game (one launch per phase, the counters in global
+// scratch). A game that fits one block takes step_one_block instead: the same phases in
+// one launch, the counters as block reductions and shared atomics, each agent in
+// registers, the tiles filled from them; one batch of global loads per step.
+//
 // Mirrors the torch reference operation by operation in float32; compile with -fmad=false.
 #include "common/games.cuh"
 #include "common/math.cuh"

@@ -1,7 +1,8 @@
 // One scenario of the Tag kernels of cuda_src/tag.cu under the host emulation of shim.h:
 // random games (crowds around taggers, runners out, pending resets, last steps), `steps`
-// steps of random actions with invalid ones, every buffer dumped after each step, to
-// compare two builds bytewise (compare.sh). Floats come from the host's libm, so the
+// steps of random actions with invalid ones; every buffer is dumped after each step and
+// after a reset of some games and an observation of all, to compare two builds bytewise
+// (compare.sh). Floats come from the host's libm, so the
 // results are not the GPU's, but two versions of the kernel must agree with each other.
 #include "shim.h"
 
@@ -107,6 +108,15 @@ int main(int argc, char** argv) {
     } else {
       launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, phases.front(), phases.back());
     }
+    dump();
+    // reset() of some games, then observe() with a visibility pattern (the launches of
+    // GameCudaBackend.reset_games and .observe).
+    std::vector<unsigned char> mask(G);
+    for (int g = 0; g < G; ++g) mask[g] = (g + step) % 3 == 0;
+    for (int p : {7, 8})
+      launch(k, G * bpg, block, c, s, b, o, act.data(), (bool*)mask.data(), bpg, mode, p, p);
+    for (int i = 0; i < N; ++i) vis[i] = (i * 7 + step) % 3 != 0;
+    launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, 9, 9);
     dump();
     for (int i = 0; i < N; ++i) { tagged_out += term[i]; truncated += trunc[i]; }
     for (int g = 0; g < G; ++g) {

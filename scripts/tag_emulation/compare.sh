@@ -6,8 +6,8 @@
 # phase, several blocks per game. Every buffer must match byte for byte.
 #   scripts/tag_emulation/compare.sh [REF] [REF_TILE_BYTES (32 before the one-block step)]
 set -e
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+here=$(cd "$(dirname "$0")/../../tests/host_kernels/tag_emulation" && pwd)
+root=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 build() {  # tag.cu, output binary, extra flags

@@ -10,6 +10,11 @@
 //   kObserveStep observations (K nearest: positions staged through shared memory tiles);
 //              the game's pending flag and RNG counter; scratch counters zeroed
 //
+// That is run() with several blocks per game (one launch per phase, the counters in global
+// scratch). A game that fits one block takes step_one_block instead: the same phases in
+// one launch, the counters as block reductions and shared atomics, each agent in
+// registers, the tiles filled from them; one batch of global loads per step.
+//
 // Mirrors the torch reference operation by operation in float32; compile with -fmad=false.
 #include "common/games.cuh"
 #include "common/math.cuh"
@@ -105,14 +110,18 @@ __device__ __forceinline__ unsigned dynamic_shared_bytes() {
 __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_dim | 1; }
 
 // The block's dynamic shared memory, T = blockDim.x entries per array:
-//   tile   float4[T]  positions and flags of a tile of the game's agents (float2 for the
-//                     tag search's taggers)
-//   motion float4[T]  speed, acceleration, direction (partial observations, one tile)
-//   stage  float[T * stage_stride]  the block's observation rows, when the launch has
-//                     room for them (staged)
+//   tile      float4[T]  x, y, in-game flag (and, with features, the normalised direction)
+//                        of a tile of the game's agents (float2 for the tag search's taggers)
+//   features  float4[T]  normalised x, y, speed, acceleration (put_in_tile: when the whole
+//                        game is one tile)
+//   tag_count int[T]     tags per tagger this step (step_one_block: the game's counters)
+//   stage     float[T * stage_stride]  the block's observation rows, when the launch has
+//                        room for them (staged)
+// envs/tag.py's shared_bytes() computes the same sizes.
 struct TagShared {
   float4* tile;
-  float4* motion;
+  float4* features;
+  int* tag_count;
   float* stage;
   bool staged;
 };
@@ -122,26 +131,73 @@ __device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
   const unsigned T = blockDim.x;
   TagShared sh;
   sh.tile = tag_dynamic_shared;
-  sh.motion = tag_dynamic_shared + T;
-  sh.stage = reinterpret_cast<float*>(tag_dynamic_shared + 2 * T);
-  const unsigned base = T * 2 * sizeof(float4);
+  sh.features = tag_dynamic_shared + T;
+  sh.tag_count = reinterpret_cast<int*>(tag_dynamic_shared + 2 * T);
+  sh.stage = reinterpret_cast<float*>(sh.tag_count + T);
+  const unsigned base = T * (2 * sizeof(float4) + sizeof(int));
   sh.staged = dynamic_shared_bytes() >= base + T * (unsigned)stage_stride(c) * sizeof(float);
   return sh;
 }
 
+// One agent's fields of TagState, in registers.
+struct TagAgent {
+  float x, y, speed, direction, acceleration;
+  int in_game;
+};
+
+__device__ __forceinline__ TagAgent load_agent(const TagState& s, long long i) {
+  return TagAgent{s.x[i], s.y[i], s.speed[i], s.direction[i], s.acceleration[i], s.in_game[i]};
+}
+
+__device__ __forceinline__ void store_agent(const TagState& s, long long i, const TagAgent& v) {
+  s.x[i] = v.x;
+  s.y[i] = v.y;
+  s.speed[i] = v.speed;
+  s.direction[i] = v.direction;
+  s.acceleration[i] = v.acceleration;
+  s.in_game[i] = v.in_game;
+}
+
+// The five normalised values whose differences an observation holds, of agent v.
+__device__ __forceinline__ void normalised(const TagConsts& c, const TagAgent& v,
+                                           float (&n)[kTagDiffFeatures]) {
+  n[0] = v.x / c.position_scale;
+  n[1] = v.y / c.position_scale;
+  n[2] = v.speed / c.speed_scale;
+  n[3] = v.acceleration / c.speed_scale;
+  n[4] = v.direction / c.two_pi;
+}
+
+// Tile entry k = agent v: what the tag search and the observations read of the others,
+// its values normalised once here rather than by each agent that observes it.
+__device__ __forceinline__ void put_in_tile(const TagConsts& c, const TagShared& sh, int k,
+                                            const TagAgent& v) {
+  float n[kTagDiffFeatures];
+  normalised(c, v, n);
+  sh.tile[k] = make_float4(v.x, v.y, v.in_game != 0 ? 1.0f : 0.0f, n[4]);
+  sh.features[k] = make_float4(n[0], n[1], n[2], n[3]);
+}
+
 // Fresh start of one agent: words 0, 1, 2 of Philox block `a` (x, y, direction).
+// rng_counter: the game's counter before this step's update.
+__device__ __forceinline__ TagAgent fresh_agent(const TagConsts& c, long long seed,
+                                                long long rng_counter, const Agent& ag) {
+  const long long index = c.fixed_start ? 0 : ag.g;
+  const long long counter = c.fixed_start ? 0 : rng_counter;
+  const GvWords4 w = gv_random_block(seed, index, counter, (uint32_t)ag.a, GV_STREAM_RESET);
+  TagAgent v;
+  v.x = gv_uniform01(w.w[0]) * c.grid_length;
+  v.y = gv_uniform01(w.w[1]) * c.grid_length;
+  v.direction = floorf(gv_uniform01(w.w[2]) * 4.0f) * c.half_pi;
+  v.speed = 0.0f;
+  v.acceleration = 0.0f;
+  v.in_game = 1;
+  return v;
+}
+
 __device__ void reset_agent(const TagConsts& c, const TagState& s, const TagBuffers& b,
                             const Agent& ag) {
-  const long long index = c.fixed_start ? 0 : ag.g;
-  const long long counter = c.fixed_start ? 0 : b.rng_counter[ag.g];
-  const GvWords4 w = gv_random_block(b.seed[ag.g], index, counter, (uint32_t)ag.a,
-                                     GV_STREAM_RESET);
-  s.x[ag.slot] = gv_uniform01(w.w[0]) * c.grid_length;
-  s.y[ag.slot] = gv_uniform01(w.w[1]) * c.grid_length;
-  s.direction[ag.slot] = floorf(gv_uniform01(w.w[2]) * 4.0f) * c.half_pi;
-  s.speed[ag.slot] = 0.0f;
-  s.acceleration[ag.slot] = 0.0f;
-  s.in_game[ag.slot] = 1;
+  store_agent(s, ag.slot, fresh_agent(c, b.seed[ag.g], b.rng_counter[ag.g], ag));
 }
 
 __device__ void phase_validate(const TagConsts& c, const TagBuffers& b,
@@ -156,37 +212,44 @@ __device__ void phase_validate(const TagConsts& c, const TagBuffers& b,
   }
 }
 
+// One agent's move in a game that steps, by the values d_acc, d_turn of its actions;
+// returns its base reward (edge hit and the role's step reward; 0 out of the game).
+__device__ __forceinline__ float move_agent(const TagConsts& c, float d_acc, float d_turn,
+                                            bool tagger, TagAgent& v) {
+  const bool playing = v.in_game != 0;
+  const float playing_f = playing ? 1.0f : 0.0f;
+  const float direction = gv_remainder(v.direction + d_turn, c.two_pi) * playing_f;
+  float acceleration = v.acceleration + d_acc;
+  const float vmax = tagger ? c.vmax_tagger : c.vmax_runner;
+  float speed = v.speed + acceleration;
+  speed = speed < 0.0f ? 0.0f : speed;
+  speed = (speed < vmax ? speed : vmax) * playing_f;
+  if (!(speed > 0.0f && speed < vmax)) acceleration = 0.0f;
+  float x = v.x + speed * cosf(direction);
+  float y = v.y + speed * sinf(direction);
+  const float L = c.grid_length;
+  const bool hit = x < 0.0f || x > L || y < 0.0f || y > L;
+  v.x = gv_clamp(x, 0.0f, L);
+  v.y = gv_clamp(y, 0.0f, L);
+  v.speed = speed;
+  v.direction = direction;
+  v.acceleration = acceleration;
+  float reward = 0.0f;
+  if (playing) reward = (hit ? c.edge_hit_penalty : 0.0f) + (tagger ? c.step_tagger : c.step_runner);
+  return reward;
+}
+
 __device__ void phase_move(const TagConsts& c, const TagState& s, const TagBuffers& b,
                            const TagOutputs& o, const long long* action, const Agent& ag,
                            int mode) {
   const long long i = ag.slot;
-  const bool playing = s.in_game[i] != 0;
-  b.visible[i] = playing;  // "was in the game", turned into visibility by phase F
+  b.visible[i] = s.in_game[i] != 0;  // "was in the game", turned into visibility by phase F
   float reward = 0.0f;
   if (gv_game_stepping(b, ag.g, mode)) {
-    const bool tagger = ag.a < c.num_taggers;
-    const float playing_f = playing ? 1.0f : 0.0f;
-    const float d_acc = b.acceleration_table[action[2 * i]];
-    const float d_turn = b.turn_table[action[2 * i + 1]];
-    const float direction = gv_remainder(s.direction[i] + d_turn, c.two_pi) * playing_f;
-    float acceleration = s.acceleration[i] + d_acc;
-    const float vmax = tagger ? c.vmax_tagger : c.vmax_runner;
-    float speed = s.speed[i] + acceleration;
-    speed = speed < 0.0f ? 0.0f : speed;
-    speed = (speed < vmax ? speed : vmax) * playing_f;
-    if (!(speed > 0.0f && speed < vmax)) acceleration = 0.0f;
-    float x = s.x[i] + speed * cosf(direction);
-    float y = s.y[i] + speed * sinf(direction);
-    const float L = c.grid_length;
-    const bool hit = x < 0.0f || x > L || y < 0.0f || y > L;
-    x = gv_clamp(x, 0.0f, L);
-    y = gv_clamp(y, 0.0f, L);
-    s.x[i] = x;
-    s.y[i] = y;
-    s.speed[i] = speed;
-    s.direction[i] = direction;
-    s.acceleration[i] = acceleration;
-    if (playing) reward = (hit ? c.edge_hit_penalty : 0.0f) + (tagger ? c.step_tagger : c.step_runner);
+    TagAgent v = load_agent(s, i);
+    reward = move_agent(c, b.acceleration_table[action[2 * i]], b.turn_table[action[2 * i + 1]],
+                        ag.a < c.num_taggers, v);
+    store_agent(s, i, v);
     if (ag.a == 0) s.t[ag.g] += 1;
   } else if (gv_game_resetting(b, ag.g, mode)) {
     reset_agent(c, s, b, ag);
@@ -267,20 +330,44 @@ __device__ void phase_finish(const TagConsts& c, const TagState& s, const TagBuf
   o.active[i] = in_after && !pending_after;
 }
 
-// The five normalised values whose differences an observation holds.
-__device__ __forceinline__ void normalised(const TagConsts& c, const TagState& s, long long j,
-                                           float (&v)[kTagDiffFeatures]) {
-  v[0] = s.x[j] / c.position_scale;
-  v[1] = s.y[j] / c.position_scale;
-  v[2] = s.speed[j] / c.speed_scale;
-  v[3] = s.acceleration[j] / c.speed_scale;
-  v[4] = s.direction[j] / c.two_pi;
+// The agent an observation belongs to: its state and its game's t (zeros for an idle
+// thread). step_one_block has them in registers; other launches load them.
+struct TagObserver {
+  TagAgent own;
+  int t;
+};
+
+__device__ __forceinline__ TagObserver load_observer(const TagState& s, const Agent& ag) {
+  TagObserver me;
+  me.own = ag.on ? load_agent(s, ag.slot) : TagAgent{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0};
+  me.t = s.t[ag.g];
+  return me;
 }
 
-__device__ __forceinline__ void write_tail(const TagConsts& c, const TagState& s, const Agent& ag,
-                                           bool playing, float* row) {
+// normalised(), of global slot j, or of tile entry j (put_in_tile's values).
+__device__ __forceinline__ void normalised(const TagConsts& c, const TagState& s, long long j,
+                                           float (&n)[kTagDiffFeatures]) {
+  n[0] = s.x[j] / c.position_scale;
+  n[1] = s.y[j] / c.position_scale;
+  n[2] = s.speed[j] / c.speed_scale;
+  n[3] = s.acceleration[j] / c.speed_scale;
+  n[4] = s.direction[j] / c.two_pi;
+}
+
+__device__ __forceinline__ void normalised(const TagConsts& c, const TagShared& sh, int j,
+                                           float (&n)[kTagDiffFeatures]) {
+  const float4 place = sh.tile[j], features = sh.features[j];
+  n[0] = features.x;
+  n[1] = features.y;
+  n[2] = features.z;
+  n[3] = features.w;
+  n[4] = place.w;
+}
+
+__device__ __forceinline__ void write_tail(const TagConsts& c, const TagObserver& me,
+                                           const Agent& ag, bool playing, float* row) {
   const int n = c.num_observed;
-  const float time = (float)s.t[ag.g] / c.episode_length_f;
+  const float time = (float)me.t / c.episode_length_f;
   row[kTagFeatures * n] = playing ? time : 0.0f;
   if (c.own_role) {
     const bool shown = c.full_observation || playing;
@@ -292,27 +379,34 @@ __device__ void write_zeros(const TagConsts& c, float* row) {
   for (int k = 0; k < c.obs_dim; ++k) row[k] = 0.0f;
 }
 
-// Full observation: every other agent in id order.
-__device__ void observe_full(const TagConsts& c, const TagState& s, const Agent& ag,
+// Full observation: every other agent in id order, from global memory or (tile_ready:
+// the tiles hold the whole game) from the tiles.
+__device__ void observe_full(const TagConsts& c, const TagState& s, const TagShared& sh,
+                             const Agent& ag, const TagObserver& me, bool tile_ready,
                              bool visible, float* row) {
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   const int n = c.num_observed;
-  const bool playing = s.in_game[ag.slot] != 0;
+  const bool playing = me.own.in_game != 0;
   const long long game = (long long)ag.g * c.num_agents;
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
-  normalised(c, s, ag.slot, own);
+  normalised(c, me.own, own);
   for (int k = 0; k < n; ++k) {
     const int other = k < ag.a ? k : k + 1;
-    normalised(c, s, game + other, theirs);
+    if (tile_ready) {
+      normalised(c, sh, other, theirs);
+    } else {
+      normalised(c, s, game + other, theirs);
+    }
 #pragma unroll
     for (int f = 0; f < kTagDiffFeatures; ++f) {
       row[f * n + k] = playing ? theirs[f] - own[f] : 0.0f;
     }
     row[kTagRoleFeature * n + k] = other < c.num_taggers ? 1.0f : 0.0f;
-    row[kTagInGameFeature * n + k] = s.in_game[game + other] != 0 ? 1.0f : 0.0f;
+    const bool in = tile_ready ? sh.tile[other].z != 0.0f : s.in_game[game + other] != 0;
+    row[kTagInGameFeature * n + k] = in ? 1.0f : 0.0f;
   }
-  write_tail(c, s, ag, playing, row);
+  write_tail(c, me, ag, playing, row);
 }
 
 // Partial observation: the K nearest others still in the game, by increasing squared
@@ -320,7 +414,8 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
 // lives in registers (kMax >= K slots, fully unrolled); candidates come through shared
 // memory tiles of the game's positions. Every thread runs the tile loop (it holds barriers
 // and warp votes). When the whole game fits one tile (A <= blockDim.x), the tile also holds
-// every agent's other features, and the chosen others are read from it.
+// every agent's other features, and the chosen others are read from it. tile_ready: the
+// caller has already put the whole game in the tiles (step_one_block), nothing is loaded.
 //
 // Each thread scans the candidates in increasing id and inserts one when it beats its K-th
 // best so far. In a warp some lane nearly always does, so the insertion is written without
@@ -332,7 +427,8 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const Agent&
 // latency is the limit); otherwise one at a time (fewer registers, more blocks per SM).
 template <int kMax, bool kWide>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
-                                const TagShared& sh, bool visible, float* row) {
+                                const TagObserver& me, const TagShared& sh, bool tile_ready,
+                                bool visible, float* row) {
   float best[kMax];
   int chosen[kMax];
 #pragma unroll
@@ -341,11 +437,11 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     chosen[k] = 0;
   }
   const int K = c.num_observed;
-  const bool playing = ag.on && s.in_game[ag.slot] != 0;
+  const bool playing = ag.on && me.own.in_game != 0;
   const bool want = visible && playing;
   const long long game = (long long)ag.g * c.num_agents;
-  const bool one_tile = c.num_agents <= (int)blockDim.x;
-  const float x = ag.on ? s.x[ag.slot] : 0.0f, y = ag.on ? s.y[ag.slot] : 0.0f;
+  const bool one_tile = tile_ready || c.num_agents <= (int)blockDim.x;
+  const float x = me.own.x, y = me.own.y;
   float worst = INFINITY;  // best[K - 1]
   // Inserts (d2, id) into the sorted list, keeping the first of equal distances first
   // (candidates come in increasing id); d2 = +inf changes nothing.
@@ -368,17 +464,17 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     }
   };
   for (int start = 0; start < c.num_agents; start += blockDim.x) {
-    __syncthreads();
-    const int k = start + threadIdx.x;
-    if (k < c.num_agents) {
-      sh.tile[threadIdx.x] = make_float4(s.x[game + k], s.y[game + k],
-                                         s.in_game[game + k] != 0 ? 1.0f : 0.0f, 0.0f);
-      if (one_tile) {
-        sh.motion[threadIdx.x] = make_float4(s.speed[game + k], s.acceleration[game + k],
-                                             s.direction[game + k], 0.0f);
+    if (!tile_ready) {
+      __syncthreads();
+      const int k = start + threadIdx.x;
+      if (k < c.num_agents && one_tile) {
+        put_in_tile(c, sh, threadIdx.x, load_agent(s, game + k));
+      } else if (k < c.num_agents) {
+        sh.tile[threadIdx.x] = make_float4(s.x[game + k], s.y[game + k],
+                                           s.in_game[game + k] != 0 ? 1.0f : 0.0f, 0.0f);
       }
+      __syncthreads();
     }
-    __syncthreads();
     const int count = min((int)blockDim.x, c.num_agents - start);
     const int self = ag.a - start;
     // Squared distance of tile entry j if it beats the K-th best, else +inf (also for
@@ -412,7 +508,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
-  normalised(c, s, ag.slot, own);
+  normalised(c, me.own, own);
 #pragma unroll
   for (int k = 0; k < kMax; ++k) {
     if (k >= K) break;
@@ -422,13 +518,8 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       for (int f = 0; f < kTagFeatures; ++f) row[f * K + k] = 0.0f;
       continue;
     }
-    if (one_tile) {  // the same values as normalised(), from the tile
-      const float4 place = sh.tile[chosen[k]], move = sh.motion[chosen[k]];
-      theirs[0] = place.x / c.position_scale;
-      theirs[1] = place.y / c.position_scale;
-      theirs[2] = move.x / c.speed_scale;
-      theirs[3] = move.y / c.speed_scale;
-      theirs[4] = move.z / c.two_pi;
+    if (one_tile) {
+      normalised(c, sh, chosen[k], theirs);
     } else {
       normalised(c, s, game + chosen[k], theirs);
     }
@@ -437,12 +528,13 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     row[kTagRoleFeature * K + k] = chosen[k] < c.num_taggers ? 1.0f : 0.0f;
     row[kTagInGameFeature * K + k] = 1.0f;
   }
-  write_tail(c, s, ag, playing, row);
+  write_tail(c, me, ag, playing, row);
 }
 
 // Writes the observation row of one agent (zeros where the slot shows none). Every
 // thread of the block must call it (the partial mode's tiles and the staging hold
-// barriers). kMax = 0: full observations; else partial ones with K <= kMax.
+// barriers). kMax = 0: full observations; else partial ones with K <= kMax. me: the
+// observing agent; tile_ready: see observe_partial.
 //
 // When the launch has room (TagShared::staged), each thread writes its row to shared
 // memory and the block then copies its rows out together: they are consecutive slots, so
@@ -451,14 +543,15 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
 // stride of obs_dim floats between the threads of a warp: 32 sectors per store).
 template <int kMax, bool kWide>
 __device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
-                                  bool visible, float* out) {
+                                  const TagObserver& me, bool tile_ready, bool visible,
+                                  float* out) {
   const TagShared sh = tag_shared(c);
   const int D = c.obs_dim, S = stage_stride(c);
   float* row = sh.staged ? sh.stage + threadIdx.x * S : out + ag.slot * (long long)D;
   if constexpr (kMax == 0) {
-    observe_full(c, s, ag, visible, row);
+    observe_full(c, s, sh, ag, me, tile_ready, visible, row);
   } else {
-    observe_partial<kMax, kWide>(c, s, ag, sh, visible, row);
+    observe_partial<kMax, kWide>(c, s, ag, me, sh, tile_ready, visible, row);
   }
   if (!sh.staged) return;
   __syncthreads();
@@ -491,11 +584,175 @@ __device__ void finish_game(const TagConsts& c, const TagBuffers& b, const Agent
   b.game_ended[g] = 0;
 }
 
+// Entry `index` of a table of `size` floats. A table that fits a warp comes from the
+// lanes' registers (lane k holds entry k: table_lane_entry, loaded with the step's other
+// loads) by a shuffle, which every lane of the warp must run; a longer one from memory.
+__device__ __forceinline__ float table_lane_entry(const float* table, int size) {
+  const int lane = threadIdx.x % 32;
+  return lane < size ? table[lane] : 0.0f;
+}
+
+__device__ __forceinline__ float table_entry(const float* table, int size, float lane_entry,
+                                             int index) {
+  const float shuffled = __shfl_sync(0xffffffffu, lane_entry, index);
+  return size <= 32 ? shuffled : table[index];
+}
+
+// A whole step when a game fits one block (blocks_per_game == 1): the phases kValidate
+// ... kObserveStep of run(), with the same arithmetic, cut down to the latency of a few
+// barriers. Each thread's agent, action and game flags are loaded once, in one batch, and
+// stay in registers to the end; the game's counters are block reductions
+// (__syncthreads_or: any invalid action, any runner left) and shared atomics (tags per
+// tagger), so the global scratch (game_bad, runners_left, game_ended, tag_count, visible)
+// is not touched; and the tiles are filled from registers as the state changes, so
+// neither the tag search nor the observations read the game back from global memory.
+// Global state is written where it changes (not at all in a game with an invalid action).
+template <int kMax, bool kWide>
+__device__ void step_one_block(const TagConsts& c, const TagState& s, const TagBuffers& b,
+                               const TagOutputs& o, const long long* __restrict__ action,
+                               int mode) {
+  GV_GAME_AGENT(ag, c.num_agents, 1)
+  const TagShared sh = tag_shared(c);
+  const int g = ag.g;
+  const long long i = ag.slot;
+  const bool tagger = ag.a < c.num_taggers;
+  const bool same_step = mode == GV_AUTORESET_SAME_STEP;
+
+  // Everything the step reads from global memory, as independent loads. (A SAME_STEP
+  // reset reads its RNG stream again after the observations, rather than hold it in
+  // registers through them.)
+  const bool pending = b.pending[g];
+  const long long seed = b.seed[g], rng_counter = b.rng_counter[g];
+  int t = s.t[g];
+  const float acc_lane = table_lane_entry(b.acceleration_table, c.num_acceleration_actions);
+  const float turn_lane = table_lane_entry(b.turn_table, c.num_turn_actions);
+  long long acc = 0, turn = 0;
+  TagAgent me{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0};
+  if (ag.on) {
+    acc = action[2 * i];
+    turn = action[2 * i + 1];
+    me = load_agent(s, i);
+  }
+  if (threadIdx.x < c.num_taggers) sh.tag_count[threadIdx.x] = 0;  // read after 2 barriers
+
+  // kValidate. A game with an invalid action stays exactly as it was.
+  const bool valid = acc >= 0 && acc < c.num_acceleration_actions && turn >= 0 &&
+                     turn < c.num_turn_actions;
+  if (ag.on) {
+    b.invalid_action[i] = !valid;
+    if (!valid) atomicAdd(b.error_count, 1);
+  }
+  const float d_acc = table_entry(b.acceleration_table, c.num_acceleration_actions, acc_lane,
+                                  valid ? (int)acc : 0);
+  const float d_turn = table_entry(b.turn_table, c.num_turn_actions, turn_lane,
+                                   valid ? (int)turn : 0);
+  const bool bad = __syncthreads_or(ag.on && !valid) != 0;
+  const bool stepping = !bad && (same_step || !pending);
+  const bool resetting = mode == GV_AUTORESET_NEXT_STEP && !bad && pending;
+
+  // kMove (or NEXT_STEP's reset of a game that ended last step).
+  const bool was_playing = me.in_game != 0;
+  float reward = 0.0f;
+  if (stepping) {
+    if (ag.on) {
+      reward = move_agent(c, d_acc, d_turn, tagger, me);
+      store_agent(s, i, me);
+    }
+    t += 1;
+  } else if (resetting) {
+    if (ag.on) {
+      me = fresh_agent(c, seed, rng_counter, ag);
+      store_agent(s, i, me);
+    }
+    t = 0;
+  }
+  if (ag.a == 0 && (stepping || resetting)) s.t[g] = t;
+  if (ag.on) put_in_tile(c, sh, threadIdx.x, me);
+  __syncthreads();
+
+  // kInteract: runners against the taggers of the tile (entries 0 .. T-1, which nobody
+  // writes in this phase; a tagged runner clears only its own entry's in-game flag).
+  bool runner_left = false;
+  if (ag.on && !tagger && stepping && me.in_game != 0) {
+    float best = 0.0f;
+    int nearest = -1;
+    for (int j = 0; j < c.num_taggers; ++j) {
+      const float4 other = sh.tile[j];
+      const float dx = me.x - other.x;
+      const float dy = me.y - other.y;
+      const float d2 = dx * dx + dy * dy;
+      if (nearest < 0 || d2 < best) {
+        best = d2;
+        nearest = j;
+      }
+    }
+    const bool tagged = sqrtf(best) < c.tag_threshold;
+    if (tagged) {
+      atomicAdd(&sh.tag_count[nearest], 1);
+      reward = reward + c.tag_penalty;
+    }
+    runner_left = !(tagged && c.exits);
+    if (runner_left) {
+      if (t == c.episode_length) reward = reward + c.end_reward;
+    } else {
+      me.in_game = 0;
+      s.in_game[i] = 0;
+      sh.tile[threadIdx.x].z = 0.0f;
+    }
+  }
+  const bool any_runner_left = __syncthreads_or(runner_left) != 0;
+
+  // kFinish
+  if (ag.on && stepping && tagger) reward = reward + (float)sh.tag_count[ag.a] * c.tag_reward;
+  const bool playing = me.in_game != 0;
+  const bool game_terminated = stepping && !any_runner_left;
+  const bool game_truncated = stepping && t >= c.episode_length;
+  const bool ended = game_terminated || game_truncated;
+  bool visible = ag.on && (stepping ? was_playing : playing);
+  if (ag.on) {
+    o.reward[i] = reward;
+    const bool left = stepping && was_playing && !playing;
+    const bool terminated = stepping && (left || (game_terminated && playing));
+    o.terminated[i] = terminated;
+    o.truncated[i] = stepping && game_truncated && playing && !terminated;
+    GV_PENDING_AFTER(pending_after, pending, ended, bad, mode)
+    const bool in_after = (same_step && ended) || playing;
+    o.active[i] = in_after && !pending_after;
+  }
+
+  // SAME_STEP: kFinalObs, the stepped game's observations; kSameStepReset, the reset of
+  // a game that ended. Then kObserveStep. (A loop, so that the block's code holds one copy
+  // of the observation code, not two.)
+  for (bool final_obs = same_step;; final_obs = false) {
+    write_observation<kMax, kWide>(c, s, ag, TagObserver{me, t}, true, visible,
+                                   final_obs ? o.final_obs : o.obs);
+    if (!final_obs) break;
+    __syncthreads();  // the tiles and the staged rows are read
+    if (ended) {
+      if (ag.on) {
+        me = fresh_agent(c, b.seed[g], b.rng_counter[g], ag);
+        store_agent(s, i, me);
+        put_in_tile(c, sh, threadIdx.x, me);
+      }
+      t = 0;
+      if (ag.a == 0) s.t[g] = 0;
+    }
+    visible = ag.on && (ended || me.in_game != 0);
+    __syncthreads();
+  }
+
+  // The game's pending flag and RNG counter.
+  if (ag.a == 0) gv_store_game_autoreset(b, g, mode, bad, pending, ended);
+}
+
 template <int kMax, bool kWide>
 __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
                     const TagOutputs& o, const long long* __restrict__ action,
                     const bool* __restrict__ mask, int blocks_per_game, int mode,
                     int first_phase, int last_phase) {
+  if (blocks_per_game == 1 && first_phase == kValidate && last_phase == kObserveStep) {
+    return step_one_block<kMax, kWide>(c, s, b, o, action, mode);
+  }
   GV_GAME_AGENT(ag, c.num_agents, blocks_per_game)
   const bool same_step = mode == GV_AUTORESET_SAME_STEP;
   for (int phase = first_phase; phase <= last_phase; ++phase) {
@@ -514,7 +771,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         if (ag.on) phase_finish(c, s, b, o, ag, mode);
         break;
       case kFinalObs:
-        if (same_step) write_observation<kMax, kWide>(c, s, ag, ag.on && b.visible[ag.slot], o.final_obs);
+        if (same_step) write_observation<kMax, kWide>(c, s, ag, load_observer(s, ag), false,
+                                        ag.on && b.visible[ag.slot], o.final_obs);
         break;
       case kSameStepReset:
         if (same_step && ag.on) {
@@ -527,7 +785,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         }
         break;
       case kObserveStep:
-        write_observation<kMax, kWide>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax, kWide>(c, s, ag, load_observer(s, ag), false,
+                                        ag.on && b.visible[ag.slot], o.obs);
         if (ag.on) finish_game(c, b, ag, mode);
         break;
       case kResetAgents:
@@ -540,7 +799,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         gv_reset_game(b, ag, mask);
         break;
       case kObserveOnly:
-        write_observation<kMax, kWide>(c, s, ag, ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax, kWide>(c, s, ag, load_observer(s, ag), false,
+                                        ag.on && b.visible[ag.slot], o.obs);
         break;
     }
   }

@@ -483,11 +483,11 @@ STAGE_LIMIT_BYTES = 100 * 1024
 
 def shared_bytes(params: TagParams, block: int, device: torch.device) -> int:
     """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag.cu``):
-    per thread two float4 tile entries, plus, where it
-    fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
-    ``obs_dim | 1`` floats for staging the block's observation rows (so the block writes
-    them to global memory as one contiguous span)."""
-    base = block * 2 * 16
+    per thread two float4 tile entries and an int (the tags per tagger of a game that fits
+    one block), plus, where it fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in
+    limit, a row of ``obs_dim | 1`` floats for staging the block's observation rows (so the
+    block writes them to global memory as one contiguous span)."""
+    base = block * (2 * 16 + 4)
     staged = base + block * (params.obs_dim | 1) * 4
     props = torch.cuda.get_device_properties(device)
     limit = min(STAGE_LIMIT_BYTES, getattr(props, "shared_memory_per_block_optin", 48 * 1024))

@@ -98,6 +98,23 @@ __device__ __forceinline__ void gv_finish_game_autoreset(const Buffers& b, int g
   }
 }
 
+// gv_finish_game_autoreset from the flags the caller already holds (a kernel that keeps
+// a game's flags in registers): bad, pending (as at the start of the step) and ended (the
+// game stepped and ended). The same writes; the RNG counter is read only where it advances.
+template <class Buffers>
+__device__ __forceinline__ void gv_store_game_autoreset(const Buffers& b, int g, int mode,
+                                                        bool bad, bool pending, bool ended) {
+  if (mode == GV_AUTORESET_NEXT_STEP) {
+    if (!bad && pending) b.rng_counter[g] += 1;
+    b.pending[g] = ended || (pending && bad);
+  } else if (mode == GV_AUTORESET_SAME_STEP) {
+    if (ended) b.rng_counter[g] += 1;
+    b.pending[g] = false;
+  } else {
+    b.pending[g] = pending || ended;
+  }
+}
+
 // kResetGames: a reset game's stream advances and it no longer waits.
 template <class Buffers>
 __device__ __forceinline__ void gv_reset_game(const Buffers& b, const Agent ag,

@@ -1,0 +1,133 @@
+// One scenario of the Tag kernels of cuda_src/tag.cu under the host emulation of shim.h:
+// random games (crowds around taggers, runners out, pending resets, last steps), `steps`
+// steps of random actions with invalid ones; every buffer is dumped after each step and
+// after a reset of some games and an observation of all, to compare two builds bytewise
+// (compare.sh). Floats come from the host's libm, so the
+// results are not the GPU's, but two versions of the kernel must agree with each other.
+#include "shim.h"
+
+#ifndef EMU_TILE_BYTES
+#define EMU_TILE_BYTES 36  // bytes per thread of TagShared before the stage
+#endif
+#include "tag_emu.cu"
+#include <cstdio>
+#include <random>
+#include <functional>
+
+using Kernel = void (*)(const TagConsts, const TagState, const TagBuffers, const TagOutputs,
+                        const long long*, const bool*, int, int, int, int);
+
+static void launch(Kernel k, int grid, int block, const TagConsts& c, const TagState& s,
+                   const TagBuffers& b, const TagOutputs& o, const long long* action,
+                   const bool* mask, int bpg, int mode, int first, int last) {
+  blockDim.x = block;
+  for (int blk = 0; blk < grid; ++blk) {
+    blockIdx.x = blk;
+    std::barrier<> bar(block);
+    emu_block_barrier = &bar;
+    emu_warps.clear();
+    for (int w = 0; w < block / 32; ++w) emu_warps.push_back(new EmuWarp());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < block; ++t)
+      threads.emplace_back([&, t] { threadIdx.x = t; k(c, s, b, o, action, mask, bpg, mode, first, last); });
+    for (auto& t : threads) t.join();
+    for (auto* w : emu_warps) delete w;
+  }
+}
+
+int main(int argc, char** argv) {
+  // args: G A T K(0 full) mode steps seed staged exits invalid_rate out
+  int G = atoi(argv[1]), A = atoi(argv[2]), T = atoi(argv[3]), K = atoi(argv[4]);
+  int mode = atoi(argv[5]), steps = atoi(argv[6]), seed = atoi(argv[7]), staged = atoi(argv[8]);
+  int exits = atoi(argv[9]); double invalid_rate = atof(argv[10]);
+  int phased = atoi(argv[11]);  // 1: one launch per phase (the generic path)
+  int block_cap = atoi(argv[12]);
+  const char* out = argv[13];
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> U(0.0f, 1.0f);
+  TagConsts c{};
+  c.num_agents = A; c.num_taggers = T; c.episode_length = 6;
+  c.num_acceleration_actions = 11; c.num_turn_actions = 11;
+  c.full_observation = K == 0; c.own_role = 1; c.num_observed = K == 0 ? A - 1 : K;
+  c.exits = exits; c.fixed_start = 0; c.obs_dim = 7 * c.num_observed + 2;
+  c.grid_length = 10.0f; c.vmax_tagger = 1.0f; c.vmax_runner = 1.2f; c.tag_threshold = 0.8f;
+  c.position_scale = std::sqrt(2.0f) * 10.0f; c.speed_scale = 1.0f; c.two_pi = 6.2831855f;
+  c.half_pi = 1.5707964f; c.edge_hit_penalty = -0.1f; c.step_tagger = -0.01f;
+  c.step_runner = 0.01f; c.tag_reward = 10.0f; c.tag_penalty = -10.0f; c.end_reward = 1.0f;
+  c.episode_length_f = 6.0f;
+  const int N = G * A, D = c.obs_dim;
+  int block = 32 * ((A + 31) / 32); if (block > block_cap) block = block_cap;
+  int bpg = (A + block - 1) / block;
+  std::vector<float> x(N), y(N), sp(N), dir(N), ac(N), obs((size_t)N * D), fobs((size_t)N * D), rew(N);
+  std::vector<int> ing(N), t(G), bad(G), left(G), ended(G), tagc(G * T);
+  std::vector<long long> sd(G), rc(G), act(2 * N);
+  std::vector<unsigned char> pend(G), inv(N), vis(N), term(N), trunc(N), active(N);
+  float acc_table[11], turn_table[11];
+  acc_table[0] = turn_table[0] = 0.0f;
+  for (int k = 1; k < 11; ++k) { acc_table[k] = -1.0f + 0.2f * (k - 1); turn_table[k] = -1.5f + 0.3f * (k - 1); }
+  for (int g = 0; g < G; ++g) {
+    sd[g] = 1234 + g; rc[g] = rng() % 5; pend[g] = U(rng) < 0.25f; t[g] = 3 + rng() % 3;
+    bool none_left = U(rng) < 0.15f;
+    for (int a = 0; a < A; ++a) {
+      int i = g * A + a;
+      x[i] = U(rng) * 10.0f; y[i] = U(rng) * 10.0f;
+      if (a >= T && U(rng) < 0.4f) { int tg = g * A + rng() % T; x[i] = x[tg] + (U(rng) - 0.5f); y[i] = y[tg] + (U(rng) - 0.5f); }
+      ing[i] = a < T ? 1 : (none_left ? 0 : U(rng) < 0.8f);
+      sp[i] = U(rng) * ing[i]; dir[i] = U(rng) * 6.0f * ing[i]; ac[i] = (U(rng) - 0.5f) * ing[i];
+    }
+  }
+  TagState s{x.data(), y.data(), sp.data(), dir.data(), ac.data(), ing.data(), t.data()};
+  int errors = 0;
+  TagBuffers b{sd.data(), rc.data(), (bool*)pend.data(), (bool*)inv.data(), &errors, bad.data(),
+               left.data(), ended.data(), tagc.data(), (bool*)vis.data(), acc_table, turn_table};
+  TagOutputs o{obs.data(), rew.data(), (bool*)term.data(), (bool*)trunc.data(),
+               mode == 1 ? fobs.data() : nullptr, (bool*)active.data()};
+  unsigned base = block * EMU_TILE_BYTES;  // TagShared without the stage
+  emu_smem_bytes = staged ? base + block * (D | 1) * 4 : base;
+  Kernel k = K == 0 ? tag_run_full : (K <= 4 ? tag_run_k4 : tag_run_k10);
+  FILE* f = fopen(out, "wb");
+  auto dump = [&]() {
+    fwrite(x.data(), 4, N, f); fwrite(y.data(), 4, N, f); fwrite(sp.data(), 4, N, f);
+    fwrite(dir.data(), 4, N, f); fwrite(ac.data(), 4, N, f); fwrite(ing.data(), 4, N, f);
+    fwrite(t.data(), 4, G, f); fwrite(rc.data(), 8, G, f); fwrite(pend.data(), 1, G, f);
+    fwrite(inv.data(), 1, N, f); fwrite(&errors, 4, 1, f); fwrite(obs.data(), 4, (size_t)N * D, f);
+    fwrite(fobs.data(), 4, (size_t)N * D, f); fwrite(rew.data(), 4, N, f); fwrite(term.data(), 1, N, f);
+    fwrite(trunc.data(), 1, N, f); fwrite(active.data(), 1, N, f);
+    fwrite(bad.data(), 4, G, f); fwrite(left.data(), 4, G, f); fwrite(ended.data(), 4, G, f);
+    fwrite(tagc.data(), 4, G * T, f);
+  };
+  std::vector<int> phases = mode == 1 ? std::vector<int>{0, 1, 2, 3, 4, 5, 6} : std::vector<int>{0, 1, 2, 3, 6};
+  long tagged_out = 0, truncated = 0, bad_games = 0, resets = 0;
+  for (int step = 0; step < steps; ++step) {
+    for (int i = 0; i < N; ++i) {
+      act[2 * i] = rng() % 11; act[2 * i + 1] = rng() % 11;
+      if (U(rng) < invalid_rate) act[2 * i + (rng() % 2)] = (rng() % 2) ? -1 : 11;
+    }
+    if (phased || bpg > 1) {
+      for (int p : phases) launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, p, p);
+    } else {
+      launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, phases.front(), phases.back());
+    }
+    dump();
+    // reset() of some games, then observe() with a visibility pattern (the launches of
+    // GameCudaBackend.reset_games and .observe).
+    std::vector<unsigned char> mask(G);
+    for (int g = 0; g < G; ++g) mask[g] = (g + step) % 3 == 0;
+    for (int p : {7, 8})
+      launch(k, G * bpg, block, c, s, b, o, act.data(), (bool*)mask.data(), bpg, mode, p, p);
+    for (int i = 0; i < N; ++i) vis[i] = (i * 7 + step) % 3 != 0;
+    launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, 9, 9);
+    dump();
+    for (int i = 0; i < N; ++i) { tagged_out += term[i]; truncated += trunc[i]; }
+    for (int g = 0; g < G; ++g) {
+      bool any_bad = false;
+      for (int a = 0; a < A; ++a) any_bad |= inv[g * A + a] != 0;
+      bad_games += any_bad;
+      resets += t[g] == 0;
+    }
+  }
+  fclose(f);
+  printf("G=%d A=%d block=%d bpg=%d errors=%d terminated=%ld truncated=%ld games with invalid "
+         "actions=%ld games at t=0=%ld\n", G, A, block, bpg, errors, tagged_out, truncated,
+         bad_games, resets);
+}

@@ -1,0 +1,59 @@
+"""cuda_src/tag.cu on the CPU (tag_emulation/: one std::thread per CUDA thread): a step in
+one launch (``step_one_block``, registers, block reductions) against the same step run one
+phase per launch (``run()``'s phases, global counters), bit for bit, in every autoreset
+mode, with full and partial observations, staged rows or not, runners exiting or not,
+invalid actions, ``reset()`` and ``observe()`` launches between steps. The float math is
+the host's libm, so this ties the two paths to each other, not to the GPU (the GPU tests
+tie them to the torch reference)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpu_vecenv.backends.compiler import CUDA_SRC
+
+HERE = Path(__file__).resolve().parent / "tag_emulation"
+CONFIGS = [  # games, agents, taggers, K (0: full observation)
+    (3, 11, 3, 0), (4, 5, 1, 4), (2, 40, 4, 5), (2, 70, 7, 10)]
+
+
+@pytest.fixture(scope="module")
+def emulated_tag(tmp_path_factory) -> Path:
+    """The harness built against the working tree's tag.cu (skips without g++)."""
+    compiler = shutil.which("g++")
+    if compiler is None:
+        pytest.skip("g++ is not installed")
+    out = tmp_path_factory.mktemp("tag_emulation")
+    source = (CUDA_SRC / "tag.cu").read_text()
+    probe = 'asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));'
+    assert probe in source, "tag.cu reads its shared memory size another way: update this test"
+    (out / "tag_emu.cu").write_text(source.replace(probe, "bytes = emu_smem_bytes;"))
+    exe = out / "harness"
+    command = [compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
+               f"-I{CUDA_SRC}", f"-I{out}", "-DTAG_ONLY", "-DTAG_ONLY_full", "-DTAG_ONLY_k4",
+               "-DTAG_ONLY_k10", str(HERE / "harness.cpp"), "-o", str(exe)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0 and "barrier" in result.stderr:
+        pytest.skip("g++ without C++20 <barrier>")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return exe
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["next_step", "same_step", "disabled"])
+@pytest.mark.parametrize("staged", [0, 1], ids=["unstaged", "staged"])
+def test_one_launch_step_equals_phase_per_launch(emulated_tag, tmp_path, mode, staged):
+    for n, (games, agents, taggers, k) in enumerate(CONFIGS):
+        exits = n % 2
+        outputs = []
+        for phased in (0, 1):
+            out = tmp_path / f"{n}_{phased}.bin"
+            args = [str(a) for a in (games, agents, taggers, k, mode, 8, 11 + n, staged, exits,
+                                     0.02, phased, 256)]
+            subprocess.run([str(emulated_tag), *args, str(out)], check=True,
+                           capture_output=True, timeout=300)
+            outputs.append(out.read_bytes())
+        assert outputs[0] == outputs[1], f"{games} x {agents}, K={k}, exits={exits}"

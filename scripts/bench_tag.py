@@ -67,8 +67,9 @@ def bytes_per_step(env) -> int:
 
 
 ACTIONS = ("pool", "per-step", "captured")
-"""Where our actions come from: a pool of 8 batches drawn beforehand, or a draw on the device
-before every step (torch.rand, scale, cast: three small kernels, as a user's loop has)."""
+"""Where our actions come from: a pool of 8 batches drawn beforehand; one torch.randint on the
+device before every step (as a user's loop has); or that loop captured as one CUDA-graph
+replay of --steps steps (capture_rollout, a trajectory recorded)."""
 
 
 def tag_params(params: dict) -> dict:
@@ -107,63 +108,45 @@ def time_case(cls, games, params, device, backend, steps, repeats=5, actions="po
         def action(k):
             return pool[k % 8]
     if actions == "captured":
-        return time_captured(env, lambda obs: action(0), steps, repeats, pool)
-    for k in range(20):
-        env.step(action(k))
-    times, host = [], []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        began = time.perf_counter()
-        for k in range(steps):
-            env.step(action(k))
-        host.append((time.perf_counter() - began) / steps)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1000 / steps)
+        from gpu_vecenv.captured_rollout import capture_rollout
+
+        # ``steps`` steps of a torch.randint policy as one CUDA-graph replay, a trajectory
+        # recorded; three calls first (the warm-up calls and the capture).
+        rollout = capture_rollout(env, lambda obs: action(0), steps)
+        state = {"obs": env.reset(seed=0)[0]}
+
+        def run():
+            state["obs"] = rollout(state["obs"]).next_obs
+
+        warm_up, per_run = 3, steps
+    else:
+        def run():
+            for k in range(steps):
+                env.step(action(k))
+
+        warm_up, per_run = 1, steps
+    for _ in range(warm_up):
+        run()
+    seconds, host = zip(*(time_run(run) for _ in range(repeats)), strict=True)
     # The kernels alone: the backend's step, no action conversion or error-flag copy.
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    backend, _ = time_run(lambda: [env.backend.step(pool[k % 8], env._outputs)
+                                   for k in range(steps)])
+    env.check_errors()
+    return (env, statistics.median(seconds) / per_run, statistics.median(host) / per_run,
+            backend / steps)
+
+
+def time_run(run) -> tuple[float, float]:
+    """Device seconds (CUDA events) and host seconds of one ``run()``."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
     start.record()
-    for k in range(steps):
-        env.backend.step(pool[k % 8], env._outputs)
+    began = time.perf_counter()
+    run()
+    host = time.perf_counter() - began
     end.record()
     end.synchronize()
-    backend = start.elapsed_time(end) / 1000 / steps
-    env.check_errors()
-    return env, statistics.median(times), statistics.median(host), backend
-
-
-def time_captured(env, policy, steps, repeats, pool):
-    """``steps`` steps of ``env`` driven by ``policy`` (a torch.randint a step) as one
-    CUDA-graph replay (:func:`gpu_vecenv.capture_rollout`), recording a trajectory: per
-    step, the replay's device time and its host time."""
-    from gpu_vecenv.captured_rollout import capture_rollout
-
-    rollout = capture_rollout(env, policy, steps)
-    obs, _ = env.reset(seed=0)
-    for _ in range(3):  # the warm-up calls and the capture
-        obs = rollout(obs).next_obs
-    times, host = [], []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        began = time.perf_counter()
-        obs = rollout(obs).next_obs
-        host.append((time.perf_counter() - began) / steps)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1000 / steps)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for k in range(steps):
-        env.backend.step(pool[k % 8], env._outputs)
-    end.record()
-    end.synchronize()
-    env.check_errors()
-    return env, statistics.median(times), statistics.median(host), \
-        start.elapsed_time(end) / 1000 / steps
+    return start.elapsed_time(end) / 1000, host
 
 
 TARGET_RATIO = 20.0

@@ -79,25 +79,6 @@ __device__ __forceinline__ bool gv_game_resetting(const Buffers& b, int g, int m
   if ((mode) == GV_AUTORESET_NEXT_STEP) pending_after = (ended) || ((pending) && (bad)); \
   if ((mode) == GV_AUTORESET_SAME_STEP) pending_after = false;
 
-// End of a step, by agent 0 after every other read of them: the game's pending flag and
-// RNG counter, as MultiAgentTorchBackend.step updates them. The caller then zeroes the
-// game's scratch.
-template <class Buffers>
-__device__ __forceinline__ void gv_finish_game_autoreset(const Buffers& b, int g, int mode) {
-  const bool bad = b.game_bad[g] != 0;
-  const bool pending = b.pending[g];
-  const bool ended = gv_game_stepping(b, g, mode) && b.game_ended[g] != 0;
-  if (mode == GV_AUTORESET_NEXT_STEP) {
-    if (!bad && pending) b.rng_counter[g] += 1;
-    b.pending[g] = ended || (pending && bad);
-  } else if (mode == GV_AUTORESET_SAME_STEP) {
-    if (ended) b.rng_counter[g] += 1;
-    b.pending[g] = false;
-  } else {
-    b.pending[g] = pending || ended;
-  }
-}
-
 // gv_finish_game_autoreset from the flags the caller already holds (a kernel that keeps
 // a game's flags in registers): bad, pending (as at the start of the step) and ended (the
 // game stepped and ended). The same writes; the RNG counter is read only where it advances.
@@ -113,6 +94,17 @@ __device__ __forceinline__ void gv_store_game_autoreset(const Buffers& b, int g,
   } else {
     b.pending[g] = pending || ended;
   }
+}
+
+// End of a step, by agent 0 after every other read of them: the game's pending flag and
+// RNG counter, as MultiAgentTorchBackend.step updates them. The caller then zeroes the
+// game's scratch.
+template <class Buffers>
+__device__ __forceinline__ void gv_finish_game_autoreset(const Buffers& b, int g, int mode) {
+  const bool bad = b.game_bad[g] != 0;
+  const bool pending = b.pending[g];
+  const bool ended = gv_game_stepping(b, g, mode) && b.game_ended[g] != 0;
+  gv_store_game_autoreset(b, g, mode, bad, pending, ended);
 }
 
 // kResetGames: a reset game's stream advances and it no longer waits.

@@ -231,3 +231,30 @@ def test_nccl_run_with_fused_kernels_and_cuda_graphs(tmp_path):
         rank1 = ckpt.load_checkpoint(run / "checkpoints" / "latest.rank1.pt")
         a, b = rank0["policies"]["default"]["model"], rank1["policies"]["default"]["model"]
         assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+AGREE_SCRIPT = """
+import json, sys, torch
+from gpu_vecenv.train import distributed
+from gpu_vecenv.train.autoscale import resolve_num_envs
+from gpu_vecenv.train.config_loading import load_config
+distributed.init(torch.device("cpu"))
+rank = distributed.rank()
+config = load_config(None, ["trainer.device=cpu", "trainer.num_envs=auto"])
+# Each rank pretends its search chose another number; all must use the smallest.
+import gpu_vecenv.train.autoscale as autoscale
+autoscale.choose_num_envs = lambda config, device, log: type("C", (), {"num_envs": 64 >> rank})()
+chosen = resolve_num_envs(config, torch.device("cpu"), log=None,
+                          agree=lambda n: distributed.agree_min(n, torch.device("cpu")))
+with open(f"{sys.argv[1]}/rank{rank}.json", "w") as f:
+    json.dump({"rank": rank, "num_envs": chosen.trainer.num_envs}, f)
+"""
+
+
+def test_ranks_agree_on_the_smallest_auto_num_envs(tmp_path):
+    script = tmp_path / "agree.py"
+    script.write_text(AGREE_SCRIPT)
+    done = torchrun(str(script), str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    chosen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [c["num_envs"] for c in chosen] == [32, 32]  # rank 0 chose 64, rank 1 32

@@ -8,6 +8,7 @@ from itertools import repeat
 
 import torch
 
+from gpu_vecenv.backends.launch import current_raw_stream
 from gpu_vecenv.definition import EnvDefinition
 
 
@@ -110,13 +111,6 @@ class StepOutputs:
 
 
 _CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
-_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def _current_stream(device_index: int) -> int:
-    if _RAW_STREAM is not None:
-        return _RAW_STREAM(device_index)
-    return torch.cuda.current_stream(device_index).cuda_stream
 
 
 class OutputRing:
@@ -177,7 +171,7 @@ class OutputRing:
         if self._cuda:
             if _CAPTURING is not None and _CAPTURING():
                 return StepOutputs.allocate(*self._args)
-            stream = _current_stream(self._device_index)
+            stream = current_raw_stream(self._device_index)
             if stream != self._stream:
                 # The caching allocator recycles a chunk on the stream it was allocated
                 # on, once freed: its rows are written on that stream only.

@@ -105,12 +105,12 @@ def test_large_outputs_graph_capture_and_streams(monkeypatch):
     captured = ring.next()
     assert captured.obs.untyped_storage().nbytes() == 16  # not a row of the chunk
     monkeypatch.setattr(buffers, "_CAPTURING", lambda: False)
-    monkeypatch.setattr(buffers, "_RAW_STREAM", lambda index: 0)
+    monkeypatch.setattr(buffers, "current_raw_stream", lambda index: 0)
     first = ring.next()
     assert first.obs.untyped_storage().nbytes() > 16  # a chunk again
     assert ring.next().obs.untyped_storage().data_ptr() == \
         first.obs.untyped_storage().data_ptr()
-    monkeypatch.setattr(buffers, "_RAW_STREAM", lambda index: 1234)  # another stream:
+    monkeypatch.setattr(buffers, "current_raw_stream", lambda index: 1234)  # another stream:
     assert ring.next().obs.untyped_storage().data_ptr() != \
         first.obs.untyped_storage().data_ptr()  # a chunk of its own
 

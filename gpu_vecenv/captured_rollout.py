@@ -12,6 +12,11 @@ How the capture stays equal to the eager loop:
 - fixed addresses: the env writes each step's outputs straight into the preallocated
   :class:`~gpu_vecenv.trajectory.Trajectory` (through its backend, as ``env.step`` does,
   so the env's ``copy`` setting does not matter); the policy reads ``obs[t]`` from it;
+- actions: the graph keeps each step's action tensor and copies a group of steps' actions
+  into ``actions`` at once (one node, not one a step: each node costs about a microsecond
+  a step on the GPU). That needs the action to be a tensor of its own that nothing writes
+  later in the call, as any torch op's result is; a policy that returns the same buffer
+  every step is detected at capture and gets a copy per step instead;
 - random numbers: torch registers its default CUDA generator with every graph, and a replay
   draws from the generator's current offset and then advances it as the eager ops would
   (``CUDAGeneratorState::replay_prologue`` in ``aten/src/ATen/cuda/CUDAGeneratorImpl.cpp``);
@@ -53,6 +58,11 @@ from gpu_vecenv.vector_env import GpuVectorEnv
 
 WARMUP_CALLS = 2
 """Eager calls before the capture (at least one: it runs ``env.step()``'s checks)."""
+
+DEFERRED_ACTION_BYTES = 32 << 20
+"""A captured roll-out copies the policy's actions into the trajectory in groups of at most
+this many bytes (one copy per group rather than per step): the graph's memory pool holds a
+group's actions until they are copied."""
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -125,7 +135,9 @@ class CapturedRollout:
             host reads (see the module docstring). What the graph holds is fixed at capture:
             the policy's tensors must keep their memory (optimizers and ``load_state_dict``
             update parameters in place), and Python state it reads (``module.training``,
-            plain-number hyperparameters) keeps its value of that time.
+            plain-number hyperparameters) keeps its value of that time. An action it
+            returned must not be written by a later step of the call (return a new tensor
+            or the same buffer every step, both fine; see the module docstring).
         num_steps: ``T``, steps per call (>= 1).
         generators: ``torch.Generator`` objects on the env's device that the policy draws
             from besides torch's default one (which is always included); replays advance
@@ -186,6 +198,9 @@ class CapturedRollout:
         self._rows = self.trajectory.observation_rows()
         self._calls = 0
         self._graph: torch.cuda.CUDAGraph | None = None
+        self.actions_deferred = False
+        """Whether the graph copies the policy's actions into the trajectory in groups
+        (see :meth:`_steps`; set at capture)."""
         self._errors = (DeferredErrors(env.buffers.error_count, asynchronous=True)
                         if self.eager_reason is None else None)
 
@@ -240,21 +255,39 @@ class CapturedRollout:
         if obs is not self.trajectory.next_obs:
             self.trajectory.next_obs.copy_(obs)
 
-    def _steps(self, captured: bool) -> None:
+    def _steps(self, captured: bool, defer_actions: bool = False) -> list[int]:
         """The ``T`` steps. Eagerly through ``env.step()`` (its checks, its error reports),
         captured through the env's backend straight into the storage, as ``env.step()``
-        calls it: same kernels, same inputs, same bits."""
+        calls it: same kernels, same inputs, same bits.
+
+        ``defer_actions`` (captured only): the policy's actions are held and copied into
+        ``trajectory.actions`` together, up to :data:`DEFERRED_ACTION_BYTES` of them at a
+        time (one ``torch.stack``), instead of by one copy a step: a graph node fewer per
+        step. Right when each step's action is a tensor of its own that nothing writes
+        afterwards, as a torch op's result is; :meth:`_capture` checks what storage
+        identity can tell. Returns the storage address of each deferred action."""
         rows, trajectory = self._rows, self.trajectory
         outputs = self._step_outputs() if captured else None
         rows[0].copy_(rows[-1])
+        group = self._action_group()
+        held: list[torch.Tensor] = []
+        storages: list[int] = []
         with torch.no_grad():
             for t in range(self.num_steps):
                 action = self._act(rows[t])
-                trajectory.actions[t].copy_(action)
+                if defer_actions:
+                    held.append(action)
+                    storages.append(action.untyped_storage().data_ptr())
+                else:
+                    trajectory.actions[t].copy_(action)
                 if outputs is not None:
                     self.env.backend.step(action, outputs[t])
                 else:
                     self._eager_step(action, t)
+                if held and (len(held) == group or t + 1 == self.num_steps):
+                    torch.stack(held, out=trajectory.actions[t + 1 - len(held):t + 1])
+                    held = []
+        return storages
 
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
         action = self.policy(obs)
@@ -313,22 +346,49 @@ class CapturedRollout:
           After this synchronization the capture stream holds no work and is never used
           again.
         """
-        graph = torch.cuda.CUDAGraph()
-        for generator in self._generators:
-            graph.register_generator_state(generator)
-        # A graph freed while another is being captured invalidates the capture: collect
-        # unreachable ones now (torch.cuda.graph no longer does by default).
-        gc.collect()
-        torch.cuda.synchronize(self.device)
-        try:
-            with torch.cuda.device(self.device), \
-                    torch.cuda.graph(graph, stream=torch.cuda.Stream(self.device)):
-                self._steps(captured=True)
-        except RuntimeError as exc:
-            lines = str(exc).strip().splitlines() or [type(exc).__name__]
-            raise RuntimeError(_CAPTURE_FAILED.format(error=lines[0])) from exc
-        torch.cuda.synchronize(self.device)
+        for defer_actions in (True, False):
+            graph = torch.cuda.CUDAGraph()
+            for generator in self._generators:
+                graph.register_generator_state(generator)
+            # A graph freed while another is being captured invalidates the capture:
+            # collect unreachable ones now (torch.cuda.graph no longer does by default).
+            gc.collect()
+            torch.cuda.synchronize(self.device)
+            try:
+                with torch.cuda.device(self.device), \
+                        torch.cuda.graph(graph, stream=torch.cuda.Stream(self.device)):
+                    storages = self._steps(captured=True, defer_actions=defer_actions)
+            except RuntimeError as exc:
+                lines = str(exc).strip().splitlines() or [type(exc).__name__]
+                raise RuntimeError(_CAPTURE_FAILED.format(error=lines[0])) from exc
+            torch.cuda.synchronize(self.device)
+            if not defer_actions or self._actions_are_fresh(storages):
+                break
+            graph = None  # its deferred copies could read actions the policy overwrote
         self._graph = graph
+        self.actions_deferred = defer_actions
+
+    def _action_group(self) -> int:
+        """Steps whose actions a deferred copy takes at once (:data:`DEFERRED_ACTION_BYTES`)."""
+        actions = self.trajectory.actions
+        return max(1, DEFERRED_ACTION_BYTES // max(1, actions[0].numel() * actions.element_size()))
+
+    def _actions_are_fresh(self, storages: list[int]) -> bool:
+        """Whether the deferred copies of :meth:`_steps` read what each step's policy
+        returned: no storage returned twice while held for one group (a policy that writes
+        its action into the same buffer every step), and none in the trajectory's tensors
+        (an action that is a view of the observations)."""
+        trajectory = self.trajectory
+        own = {tensor.untyped_storage().data_ptr() for tensor in (
+            trajectory.obs, trajectory.actions, trajectory.rewards, trajectory.terminated,
+            trajectory.truncated, trajectory.final_obs, trajectory.active)
+            if tensor is not None}
+        group = self._action_group()
+        for first in range(0, len(storages), group):
+            held = storages[first:first + group]
+            if len(set(held)) != len(held) or own.intersection(held):
+                return False
+        return True
 
     # -- invalid actions --
 

@@ -21,6 +21,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import gpu_vecenv
+from gpu_vecenv import captured_rollout
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.captured_rollout import WARMUP_CALLS
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL
@@ -74,11 +75,14 @@ def mlp_policy(env):
     return act
 
 
-def assert_rollout_equals_eager_loop(make_env, make_policy, seed=3, generators=()):
+def assert_rollout_equals_eager_loop(make_env, make_policy, seed=3, generators=(),
+                                     actions_deferred=True):
     """The comparison described in the module docstring, then: both envs step eagerly
     (3 steps), and one more (replayed) call equals the loop again from the observation
     the eager steps returned. The policy draws from torch's default CUDA generator and
-    ``generators``. Returns the trajectories."""
+    ``generators``; ``actions_deferred``: whether the graph should copy the actions in
+    groups (the policy returns a fresh tensor every step) or step by step. Returns the
+    trajectories."""
     env, reference = make_env(), make_env()
     policy = make_policy(env)
     rollout = gpu_vecenv.capture_rollout(env, policy, STEPS, generators=generators)
@@ -91,6 +95,7 @@ def assert_rollout_equals_eager_loop(make_env, make_policy, seed=3, generators=(
         trajectories.append(rollout(obs).clone())
         obs = rollout.trajectory.next_obs
     assert rollout.captured
+    assert rollout.actions_deferred == actions_deferred
     end = random_states(generators)
 
     set_random_states(generators, start)
@@ -202,6 +207,34 @@ def test_tag_grid_slots(backend):
 
     trajectories = assert_rollout_equals_eager_loop(make, random_policy)
     assert any(bool(t.truncated.any() or t.terminated.any()) for t in trajectories)
+
+
+def test_a_policy_that_returns_one_buffer_every_step():
+    # Deferred copies would all read the last step's action: detected at capture, and the
+    # graph copies the action after every step instead.
+    def make_policy(env):
+        buffer = torch.empty(env.num_envs, dtype=torch.int64, device=env.device)
+        return lambda obs: buffer.random_(0, 2)
+
+    assert_rollout_equals_eager_loop(
+        classic_env("GPUCartPole-v1", 100, AutoresetMode.NEXT_STEP, "cuda"), make_policy,
+        actions_deferred=False)
+
+
+def test_a_policy_whose_action_is_a_view_of_the_observation():
+    # Pendulum's action (N, 1) as a view of obs[t]: storage of the trajectory itself.
+    assert_rollout_equals_eager_loop(
+        classic_env("GPUPendulum-v1", 100, AutoresetMode.SAME_STEP, "cuda"),
+        lambda env: (lambda obs: obs[:, 2:3]), actions_deferred=False)
+
+
+@pytest.mark.parametrize("steps_per_group", [1, 4])
+def test_actions_copied_in_groups(monkeypatch, steps_per_group):
+    # STEPS = 6 steps: groups of 4 (4 + 2) and of 1 (a copy per step).
+    n = 1000
+    monkeypatch.setattr(captured_rollout, "DEFERRED_ACTION_BYTES", steps_per_group * n * 8)
+    assert_rollout_equals_eager_loop(
+        classic_env("GPUCartPole-v1", n, AutoresetMode.NEXT_STEP, "cuda"), random_policy)
 
 
 def test_eager_calls_run_on_the_callers_stream():

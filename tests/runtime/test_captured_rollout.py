@@ -16,7 +16,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import gpu_vecenv
-from gpu_vecenv import make_vec
+from gpu_vecenv import captured_rollout, make_vec
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.captured_rollout import CapturedRollout, capture_problems
 from gpu_vecenv.envs.tag import TagVectorEnv
@@ -269,3 +269,40 @@ def test_capture_problems_name_every_setting_a_graph_cannot_hold():
     # the Tag references keep their constants on the device (gpu_vecenv.device_constants)
     for make in (TagVectorEnv, TagGridVectorEnv):
         assert capture_problems(make(1, device="cpu", backend="torch", strict=False)) == []
+
+
+def _random_actions(obs):
+    return torch.randint(0, 2, (obs.shape[0],))
+
+
+@pytest.mark.parametrize("steps_per_group", [1, 3, 100])
+def test_actions_copied_in_groups_equal_copies_per_step(monkeypatch, steps_per_group):
+    # The captured graph copies the policy's actions into the storage a group of steps at
+    # a time; the same loop run eagerly here (7 steps: groups of 3 leave a last one of 1).
+    n, steps = 2, 7
+    monkeypatch.setattr(captured_rollout, "DEFERRED_ACTION_BYTES", steps_per_group * n * 8)
+    trajectories = []
+    for defer_actions in (False, True):
+        env = make_vec("GPUCartPole-v1", n, device="cpu", max_episode_steps=4)
+        rollout = CapturedRollout(env, _random_actions, steps)
+        obs, _ = env.reset(seed=0)
+        rollout._start_from(obs)
+        torch.manual_seed(3)
+        storages = rollout._steps(captured=False, defer_actions=defer_actions)
+        trajectories.append(rollout.trajectory.clone())
+    assert len(storages) == steps and rollout._actions_are_fresh(storages)
+    assert trajectories[1].actions.any()
+    for name in ("obs", "actions", "rewards", "terminated", "truncated", "next_obs"):
+        assert torch.equal(getattr(trajectories[0], name), getattr(trajectories[1], name))
+
+
+def test_actions_that_deferred_copies_would_misread_are_detected():
+    env = make_vec("GPUPendulum-v1", 2, device="cpu")
+    obs, _ = env.reset(seed=0)
+    buffer = torch.zeros(2, 1)
+    for policy, fresh in ((lambda obs: buffer.uniform_(-2, 2), False),  # one buffer
+                          (lambda obs: obs[:, 2:3], False),  # a view of the storage
+                          (lambda obs: obs[:, 2:3] * 1, True)):  # new tensors
+        rollout = CapturedRollout(env, policy, 5)
+        rollout._start_from(obs)
+        assert rollout._actions_are_fresh(rollout._steps(False, defer_actions=True)) == fresh

@@ -68,12 +68,17 @@ GV_HD void gv_store_state(const GvStatePtrs<kStateDim>& ptrs, int i, const float
 // stream. The caller zeroes the episode clock and clears the pending flag.
 template <class Env>
 GV_HD void gv_draw_reset_state(const typename Env::Consts& c, const GvEnvBuffers& b, int i,
-                               float (&s)[Env::kStateDim]) {
-  const long long counter = b.rng_counter[i];
+                               long long seed, long long counter, float (&s)[Env::kStateDim]) {
   float u[Env::kResetDraws];
-  gv_random_uniforms<Env::kResetDraws>(b.seed[i], (long long)i, counter, GV_STREAM_RESET, u);
+  gv_random_uniforms<Env::kResetDraws>(seed, (long long)i, counter, GV_STREAM_RESET, u);
   Env::reset(c, u, s);
   b.rng_counter[i] = counter + 1;
+}
+
+template <class Env>
+GV_HD void gv_draw_reset_state(const typename Env::Consts& c, const GvEnvBuffers& b, int i,
+                               float (&s)[Env::kStateDim]) {
+  gv_draw_reset_state<Env>(c, b, i, b.seed[i], b.rng_counter[i], s);
 }
 
 // gv_draw_reset_state, then the episode clock zeroed and the pending flag cleared
@@ -105,7 +110,21 @@ struct GvEnvStep {
   bool terminated;
   bool truncated;
   bool valid;         // the action was valid; if not, s, elapsed are unchanged
+  bool rng_loaded;    // seed and rng_counter hold the env's (else a reset loads them)
+  long long seed;
+  long long rng_counter;
 };
+
+// A reset's draw inside a step, from the prefetched stream position where there is one.
+template <class Env>
+GV_HD void gv_step_reset_draw(const typename Env::Consts& c, const GvEnvBuffers& b, int i,
+                              GvEnvStep<Env>& e) {
+  if (e.rng_loaded) {
+    gv_draw_reset_state<Env>(c, b, i, e.seed, e.rng_counter, e.s);
+  } else {
+    gv_draw_reset_state<Env>(c, b, i, e.s);
+  }
+}
 
 // The arithmetic of one env of TorchBackend.step on loaded values: action check, dynamics,
 // reward, termination, time limit and autoreset. Touches memory only on the rare paths:
@@ -125,7 +144,7 @@ GV_HD void gv_step_math(const typename Env::Consts& c, const GvEnvBuffers& b, fl
     if (mode == GV_AUTORESET_SAME_STEP) {
       gv_write_obs<Env>(c, e.s, final_obs, i);
       if (done) {
-        gv_draw_reset_state<Env>(c, b, i, e.s);
+        gv_step_reset_draw<Env>(c, b, i, e);
         e.elapsed = 0;
       } else {
         e.elapsed = elapsed;
@@ -137,7 +156,7 @@ GV_HD void gv_step_math(const typename Env::Consts& c, const GvEnvBuffers& b, fl
     }
   } else if (e.valid) {
     // NEXT_STEP: the episode ended on the last step; this step only resets.
-    gv_draw_reset_state<Env>(c, b, i, e.s);
+    gv_step_reset_draw<Env>(c, b, i, e);
     e.elapsed = 0;
     e.pending = false;
   } else if (mode == GV_AUTORESET_SAME_STEP) {
@@ -148,13 +167,18 @@ GV_HD void gv_step_math(const typename Env::Consts& c, const GvEnvBuffers& b, fl
 }
 
 // One env of TorchBackend.step, one thread: gv_step_math between its loads and stores.
-// Returns whether the action was invalid.
+// Returns whether the action was invalid. prefetch_rng: the env's seed and RNG counter
+// are loaded with the step's other inputs, whether or not it resets (<name>_step_small).
 template <class Env>
 GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
                        const GvEnvBuffers& b, const typename Env::ActionT* action,
-                       const GvStepOutputs& out, int i, int max_episode_steps, int mode) {
+                       const GvStepOutputs& out, int i, int max_episode_steps, int mode,
+                       bool prefetch_rng) {
   // Every load first, none behind a branch: they are all in flight together.
   GvEnvStep<Env> e;
+  e.rng_loaded = prefetch_rng;
+  e.seed = prefetch_rng ? b.seed[i] : 0;
+  e.rng_counter = prefetch_rng ? b.rng_counter[i] : 0;
 #pragma unroll
   for (int k = 0; k < Env::kActionDim; ++k) e.a[k] = action[(long long)i * Env::kActionDim + k];
   const bool pending = b.autoreset_pending[i];
@@ -241,6 +265,7 @@ GV_HD int gv_step_block(const typename Env::Consts& c, const GvStatePtrs<Env::kS
     for (int k = 0; k < kS; ++k) e.s[k] = s[k][j];
     e.elapsed = elapsed[j];
     e.pending = pending[j];
+    e.rng_loaded = false;
     gv_step_math<Env>(c, b, out.final_obs, first + j, max_episode_steps, mode, e);
     // An invalid action leaves s and elapsed as they were: storing them back is a no-op.
 #pragma unroll
@@ -274,12 +299,12 @@ GV_HD int gv_step_block(const typename Env::Consts& c, const GvStatePtrs<Env::kS
 // Envs first .. first + E - 1 of TorchBackend.step (those below num_envs), one thread:
 // gv_step_block where the E envs are in range and `layout.arrays` (gv_chunk_layout), else
 // gv_step_env per env (the tail num_envs % E, or unaligned arrays). Returns how many of
-// the actions were invalid.
+// the actions were invalid. prefetch_rng: see gv_step_env (the block path never does).
 template <class Env, int E>
 GV_HD int gv_step_chunk(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
                         const GvEnvBuffers& b, const typename Env::ActionT* action,
                         const GvStepOutputs& out, int first, int num_envs, int max_episode_steps,
-                        int mode, GvChunkLayout layout) {
+                        int mode, GvChunkLayout layout, bool prefetch_rng) {
   if constexpr (E > 1) {
     if (layout.arrays && num_envs - first >= E) {
       return gv_step_block<Env, E>(c, sp, b, action, out, first, max_episode_steps, mode,
@@ -290,7 +315,8 @@ GV_HD int gv_step_chunk(const typename Env::Consts& c, const GvStatePtrs<Env::kS
 #pragma unroll 1  // the rare path: one copy of the env's code, not E
   for (int j = 0; j < E; ++j) {
     if (first + j < num_envs) {
-      invalid += gv_step_env<Env>(c, sp, b, action, out, first + j, max_episode_steps, mode);
+      invalid += gv_step_env<Env>(c, sp, b, action, out, first + j, max_episode_steps, mode,
+                                  prefetch_rng);
     }
   }
   return invalid;
@@ -328,6 +354,14 @@ GV_HD void gv_observe_env(const typename Env::Consts& c, const GvStatePtrs<Env::
 //   <name>_reset(Consts, GvStatePtrs, GvEnvBuffers, const bool* mask (null: all), float* obs,
 //                int num_envs)
 //   <name>_observe(Consts, GvStatePtrs, float* obs, int num_envs)
+//   <name>_step_small(the arguments of <name>_step): the same step, one env per thread,
+//               for launches of few envs (the loader's choice: SMALL_STEP_MAX_ENVS in
+//               gpu_vecenv/backends/cuda.py). Such a launch is latency-bound, a few warps
+//               per SM at most, so every env's seed and RNG counter are loaded with its
+//               other inputs: an env that resets then draws without a second, dependent
+//               round trip to memory. (16 bytes more per env, which stay in L2 at these
+//               sizes; <name>_step reads them only in the envs that reset, and keeps the
+//               registers that its bandwidth-bound launches need for occupancy.)
 // Invalid actions are counted with one atomic per thread that saw any (rare by construction).
 // Also exports <name>_consts_layout, the text of Env::Consts (consts.cuh) the loader checks,
 // and <name>_envs_per_thread (GV_ENVS_PER_THREAD), by which the loader sizes the step grid.
@@ -362,8 +396,19 @@ static_assert(GV_ENVS_PER_THREAD == 1 || GV_ENVS_PER_THREAD == 2 || GV_ENVS_PER_
     GV_FOR_EACH_ENV(chunk, num_envs / kE + (num_envs % kE != 0)) {                           \
       const int invalid = gv_step_chunk<Env, kE>(c, sp, b, action, out, chunk * kE,          \
                                                  num_envs, max_episode_steps,                \
-                                                 autoreset_mode, layout);                    \
+                                                 autoreset_mode, layout, false);             \
       if (invalid) atomicAdd(b.error_count, invalid);                                        \
+    }                                                                                        \
+  }                                                                                          \
+  extern "C" __global__ void name##_step_small(                                              \
+      const Env::Consts c, const GvStatePtrs<Env::kStateDim> sp, const GvEnvBuffers b,       \
+      const Env::ActionT* __restrict__ action, const GvStepOutputs out, int num_envs,        \
+      int max_episode_steps, int autoreset_mode) {                                           \
+    GV_FOR_EACH_ENV(i, num_envs) {                                                           \
+      if (gv_step_env<Env>(c, sp, b, action, out, i, max_episode_steps, autoreset_mode,      \
+                           true)) {                                                          \
+        atomicAdd(b.error_count, 1);                                                         \
+      }                                                                                      \
     }                                                                                        \
   }                                                                                          \
   extern "C" __global__ void name##_reset(const Env::Consts c,                               \

@@ -17,6 +17,11 @@ driver API on the env's torch tensors.
 - One launch per ``step()``: action check, dynamics, reward, termination, time limit,
   autoreset, observation and ``final_obs`` are fused; invalid actions are counted on the
   device (``buffers.error_count``), never read back here.
+- Small launches: up to :data:`SMALL_STEP_MAX_ENVS` envs the step launches
+  ``<name>_step_small`` (one env per thread, each env's seed and RNG counter loaded with
+  its other inputs, so that a reset costs no second round trip to memory: such launches are
+  latency-bound); above, ``<name>_step``. A kernel file without ``_step_small`` uses
+  ``_step`` at every size.
 - Threads: the step kernel gives each thread :func:`envs_per_thread` consecutive envs
   (``$GPU_VECENV_ENVS_PER_THREAD``: 1, 2 or 4), read with vector loads of that many envs per
   array; ``$GPU_VECENV_STEP_MIN_BLOCKS`` adds ``__launch_bounds__(BLOCK_SIZE, m)`` to it. Both
@@ -41,9 +46,9 @@ from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.kernel_binding import KernelBinding, check_layout, f32, reciprocal
 
-__all__ = ["AUTORESET_CODES", "BLOCK_SIZE", "ENVS_PER_THREAD", "CudaBackend", "KernelBinding",
-           "binding_for", "built_envs_per_thread", "check_consts", "envs_per_thread", "f32",
-           "kernel_flags", "reciprocal"]
+__all__ = ["AUTORESET_CODES", "BLOCK_SIZE", "ENVS_PER_THREAD", "SMALL_STEP_MAX_ENVS",
+           "CudaBackend", "KernelBinding", "binding_for", "built_envs_per_thread",
+           "check_consts", "envs_per_thread", "f32", "kernel_flags", "reciprocal"]
 
 BLOCK_SIZE = 256
 """Threads per block."""
@@ -52,6 +57,10 @@ ENVS_PER_THREAD = 1
 """Consecutive envs each thread of the step kernel handles when
 ``$GPU_VECENV_ENVS_PER_THREAD`` is unset (``GV_ENVS_PER_THREAD`` in
 ``cuda_src/common/autoreset.cuh``)."""
+
+SMALL_STEP_MAX_ENVS = 131_072
+"""Largest env count stepped by ``<name>_step_small`` (512 blocks: under four per SM of an
+H100 or H200, where a step's time is its latency, not its bytes)."""
 
 AUTORESET_CODES = {
     AutoresetMode.NEXT_STEP: 0,
@@ -194,8 +203,16 @@ class CudaBackend:
             return Kernel(module, f"{binding.source}_{suffix}", arg_format, fixed=fixed)
 
         buffers_fmt = consts_fmt + state_fmt + "PPPPPP"
-        self._step_fn = kernel("step", buffers_fmt + "P" + "PPPPP" + "iii",
-                               (*head, *buffer_ptrs))
+        step_fmt = buffers_fmt + "P" + "PPPPP" + "iii"
+        self._step_fn = None
+        if n <= SMALL_STEP_MAX_ENVS:
+            try:
+                self._step_fn = kernel("step_small", step_fmt, (*head, *buffer_ptrs))
+                self.envs_per_thread = 1
+            except DriverError:  # a kernel file of its own, without it
+                pass
+        if self._step_fn is None:
+            self._step_fn = kernel("step", step_fmt, (*head, *buffer_ptrs))
         self._reset_fn = kernel("reset", buffers_fmt + "PPi", (*head, *buffer_ptrs))
         self._observe_fn = kernel("observe", consts_fmt + state_fmt + "Pi", head)
         self._step_tail = (n, ctx.max_episode_steps or 0, AUTORESET_CODES[ctx.autoreset_mode])

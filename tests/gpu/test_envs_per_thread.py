@@ -1,5 +1,6 @@
-"""Step kernels built with E envs per thread (``GPU_VECENV_ENVS_PER_THREAD`` = 2, 4) against
-the one-env-per-thread kernels on the GPU: bit-identical outputs and buffers at every step
+"""Step kernels built with E envs per thread (``GPU_VECENV_ENVS_PER_THREAD`` = 2, 4), and the
+small-launch step kernel (``<name>_step_small``), against the one-env-per-thread
+``<name>_step`` on the GPU: bit-identical outputs and buffers at every step
 of a roll-out with 3 % invalid actions, in every autoreset mode, at sizes that take the
 block path throughout (4,096), with value-by-value state rows and a tail (4,099), and a
 single env."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gpu_vecenv.backends import cuda as cuda_backend
 from gpu_vecenv.entry_points import make_vec
 
 from .classic import CLASSIC_IDS, MODES, random_actions
@@ -16,11 +18,15 @@ from .classic import CLASSIC_IDS, MODES, random_actions
 pytestmark = pytest.mark.gpu
 
 
-def _make(env_id, n, mode, per_thread, monkeypatch):
+def _make(env_id, n, mode, per_thread, monkeypatch, small=False):
+    """With ``small``, the env steps with ``<name>_step_small`` (one env per thread, seeds
+    and RNG counters loaded up front) whatever ``n``; else with ``<name>_step``."""
     monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", str(per_thread))
+    monkeypatch.setattr(cuda_backend, "SMALL_STEP_MAX_ENVS", 2**31 if small else 0)
     env = make_vec(env_id, n, backend="cuda", device="cuda", autoreset_mode=mode,
                    strict=False, copy=False)
     assert env.backend.envs_per_thread == per_thread
+    assert env.backend._step_fn.name.endswith("_step_small" if small else "_step")
     return env
 
 
@@ -30,11 +36,12 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("env_id", CLASSIC_IDS)
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
-@pytest.mark.parametrize("per_thread", [2, 4])
+@pytest.mark.parametrize("per_thread", [2, 4, "small"])
 @pytest.mark.parametrize("n", [4096, 4099, 1])
 def test_envs_per_thread_steps_bit_for_bit_like_one(env_id, mode, per_thread, n, monkeypatch):
     one = _make(env_id, n, mode, 1, monkeypatch)
-    many = _make(env_id, n, mode, per_thread, monkeypatch)
+    many = (_make(env_id, n, mode, 1, monkeypatch, small=True) if per_thread == "small"
+            else _make(env_id, n, mode, per_thread, monkeypatch))
     one.reset(seed=5)
     many.reset(seed=5)
     gen = torch.Generator(device="cuda").manual_seed(n)

@@ -4,7 +4,8 @@
 //   host_harness ENV  IN OUT   one step / reset / observe of every env in the batch through
 //                              the same gv_* functions the kernels call per thread (a step
 //                              with envs_per_thread E > 1 goes through gv_step_chunk, one
-//                              call per E envs, as GV_ENVS_PER_THREAD=E kernels do), or the
+//                              call per E envs, as GV_ENVS_PER_THREAD=E kernels do; with
+//                              prefetch_rng, as <name>_step_small does), or the
 //                              env's Consts layout text (op 4)
 //
 // IN and OUT are flat binary files written and read by tests/host_kernels/harness.py.
@@ -31,6 +32,7 @@ struct Header {
   int envs_per_thread;   // step: 1, 2 or 4
   int state_row_stride;  // floats between state fields in memory (>= num_envs)
   int offset_action;     // step: the actions start one element past an aligned address
+  int prefetch_rng;      // step: seeds and RNG counters loaded up front (<name>_step_small)
 };
 
 template <class T>
@@ -130,15 +132,18 @@ int run_env(const Header& h, FILE* in, FILE* out) {
       if (e == 1) {
         error_count += gv_step_chunk<Env, 1>(c, sp, b, actions, o, first, n,
                                              h.max_episode_steps, h.autoreset_mode,
-                                             gv_chunk_layout<Env, 1>(sp, b, actions, o));
+                                             gv_chunk_layout<Env, 1>(sp, b, actions, o),
+                                             h.prefetch_rng != 0);
       } else if (e == 2) {
         error_count += gv_step_chunk<Env, 2>(c, sp, b, actions, o, first, n,
                                              h.max_episode_steps, h.autoreset_mode,
-                                             gv_chunk_layout<Env, 2>(sp, b, actions, o));
+                                             gv_chunk_layout<Env, 2>(sp, b, actions, o),
+                                             h.prefetch_rng != 0);
       } else {
         error_count += gv_step_chunk<Env, 4>(c, sp, b, actions, o, first, n,
                                              h.max_episode_steps, h.autoreset_mode,
-                                             gv_chunk_layout<Env, 4>(sp, b, actions, o));
+                                             gv_chunk_layout<Env, 4>(sp, b, actions, o),
+                                             h.prefetch_rng != 0);
       }
     }
   }

@@ -87,8 +87,9 @@ def _eager_reference(env, policy, obs, steps):
     for _ in range(steps):
         seen = obs.clone()  # with copy=False the step overwrites obs
         action = policy(obs)
+        given = action.clone()  # (and an action that is a view of obs)
         next_obs, reward, terminated, truncated, info = env.step(action)
-        rows.append([seen, action.clone(), reward.clone(), terminated.clone(),
+        rows.append([seen, given, reward.clone(), terminated.clone(),
                      truncated.clone(), info.get("final_obs"), info.get("active")])
         rows[-1][5:] = [None if x is None else x.clone() for x in rows[-1][5:]]
         obs = next_obs

@@ -44,6 +44,7 @@ import time
 
 import torch
 
+from gpu_vecenv.backends import cuda as cuda_backend
 from gpu_vecenv.bench import _action_pool, bytes_per_env_step, copy_bandwidth, machine_info
 from gpu_vecenv.entry_points import make_vec
 
@@ -73,9 +74,16 @@ def make(env_id: str, n: int, variant: tuple[int, int | None], **kwargs):
         os.environ["GPU_VECENV_STEP_MIN_BLOCKS"] = str(min_blocks)
     else:
         os.environ.pop("GPU_VECENV_STEP_MIN_BLOCKS", None)
+    # The variants are of <name>_step; at small sizes the backend would take
+    # <name>_step_small (one env per thread), so that choice is switched off here.
+    small_max = getattr(cuda_backend, "SMALL_STEP_MAX_ENVS", None)
+    if small_max is not None:
+        cuda_backend.SMALL_STEP_MAX_ENVS = 0
     try:
         env = make_vec(env_id, n, device="cuda", backend="cuda", copy=False, **kwargs)
     finally:
+        if small_max is not None:
+            cuda_backend.SMALL_STEP_MAX_ENVS = small_max
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -110,7 +110,7 @@ def assert_rollout_equals_eager_loop(make_env, make_policy, seed=3, generators=(
 
     with torch.no_grad():
         for _ in range(3):  # the env carries on eagerly ...
-            action = policy(obs)
+            action = policy(obs).clone()  # (a view of obs would change in the step)
             obs, reward, *_ = env.step(action)
             reference_obs, reference_reward, *_ = reference.step(action)
             assert torch.equal(obs, reference_obs) and torch.equal(reward, reference_reward)

@@ -23,6 +23,10 @@
 
 #define TAG_MAX_OBSERVED 32  // the largest K (num_other_agents_observed) a kernel keeps
 
+// The largest kMax whose kernels have scan helpers (observe_partial): the k32 kernels'
+// second copy of the insertion code (the merge) spilled 270 more bytes of registers.
+constexpr int kTagScanHelpersMaxObserved = 16;
+
 // An observation holds, per observed other agent, these features (feature-major: all
 // others' values of feature 0, then of feature 1, ...), then the time and the own role.
 constexpr int kTagDiffFeatures = 5;   // Δx, Δy, Δspeed, Δacceleration, Δdirection
@@ -120,8 +124,8 @@ __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_d
 //   tag_count int[T]     tags per tagger this step (step_one_block: the game's counters)
 //   helped    float[K * A], int[K * A]  with scan_helpers only: the helpers' K nearest
 //                        (squared distance, id), entry k of agent a at k * A + a
-//   stage     float[T * stage_stride]  the block's observation rows, when the launch has
-//                        room for them (staged)
+//   stage     float[R * stage_stride]  the block's observation rows, R = min(T, A) (the
+//                        threads with an agent), when the launch has room for them (staged)
 // envs/tag.py's shared_bytes() computes the same sizes.
 struct TagShared {
   float4* tile;
@@ -145,7 +149,8 @@ __device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
   sh.helped_id = reinterpret_cast<int*>(sh.helped_distance + helped);
   sh.stage = reinterpret_cast<float*>(sh.helped_id + helped);
   const unsigned base = T * (2 * sizeof(float4) + sizeof(int)) + helped * 2 * sizeof(float);
-  sh.staged = dynamic_shared_bytes() >= base + T * (unsigned)stage_stride(c) * sizeof(float);
+  const unsigned rows = (unsigned)min((int)T, c.num_agents);
+  sh.staged = dynamic_shared_bytes() >= base + rows * (unsigned)stage_stride(c) * sizeof(float);
   return sh;
 }
 
@@ -463,7 +468,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const bool playing = ag.on && me.own.in_game != 0;
   const long long game = (long long)ag.g * c.num_agents;
   const bool one_tile = tile_ready || c.num_agents <= (int)blockDim.x;
-  const bool split = tile_ready && c.scan_helpers;
+  const bool split = kMax <= kTagScanHelpersMaxObserved && tile_ready && c.scan_helpers;
   const int owner = (int)threadIdx.x - c.num_agents;  // of a helper: the agent it helps
   const bool helper = split && owner >= 0 && owner < c.num_agents;
   // A helper's first candidate, its owner's position, and whether the owner is in the game

@@ -413,21 +413,23 @@ def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
 
 MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
 SCAN_HELPERS_VARIABLE = "GPU_VECENV_TAG_SCAN_HELPERS"
+SCAN_HELPERS_MAX_OBSERVED = int_constant("tag.cu", "kTagScanHelpersMaxObserved")
 
 
 def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -> int:
     """2 where the one-block step gives each agent a scan helper (``observe_partial`` in
     ``tag.cu``: thread ``A + a`` scans half of agent ``a``'s candidates for its K nearest),
-    else 1. Helpers need partial observations and ``2 * A <= GV_GAME_MAX_BLOCK``; they pay
-    off when the launch has at most one block per SM (then each block's serial scan is the
-    step's latency; with more blocks, the extra threads only take issue slots from other
-    blocks). ``$GPU_VECENV_TAG_SCAN_HELPERS``: ``auto`` (default, that rule), ``1`` (on
-    wherever possible) or ``0`` (off), for A/B measurements; the results are bit for bit
-    the same."""
+    else 1. Helpers need partial observations of K <= 16 (``kTagScanHelpersMaxObserved``)
+    and ``2 * A <= GV_GAME_MAX_BLOCK``; they pay off when the launch has at most one block
+    per SM (then each block's serial scan is the step's latency; with more blocks, the extra
+    threads only take issue slots from other blocks). ``$GPU_VECENV_TAG_SCAN_HELPERS``:
+    ``auto`` (default, that rule), ``1`` (on wherever possible) or ``0`` (off), for A/B
+    measurements; the results are bit for bit the same."""
     text = os.environ.get(SCAN_HELPERS_VARIABLE, "").strip().lower() or "auto"
     if text not in ("0", "1", "auto"):
         raise ValueError(f"{SCAN_HELPERS_VARIABLE} must be 0, 1 or auto, got {text!r}")
-    possible = not params.use_full_observation and 2 * params.num_agents <= MAX_BLOCK
+    possible = (not params.use_full_observation and 2 * params.num_agents <= MAX_BLOCK
+                and params.num_other_agents_observed <= SCAN_HELPERS_MAX_OBSERVED)
     if text == "0" or not possible:
         return 1
     if text == "1":
@@ -521,12 +523,12 @@ def shared_bytes(params: TagParams, launch: GameLaunch, device: torch.device) ->
     per thread two float4 tile entries and an int (the tags per tagger of a game that fits
     one block), with scan helpers ``K * A`` floats and ints (the helpers' lists), plus,
     where it fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
-    ``obs_dim | 1`` floats per thread for staging the block's observation rows (so the
+    ``obs_dim | 1`` floats per agent of the block for staging its observation rows (so the
     block writes them to global memory as one contiguous span)."""
     block = launch.block
     helped = _scan_helpers(params, launch) * params.num_observed * params.num_agents
     base = block * (2 * 16 + 4) + helped * (4 + 4)
-    staged = base + block * (params.obs_dim | 1) * 4
+    staged = base + min(block, params.num_agents) * (params.obs_dim | 1) * 4
     props = torch.cuda.get_device_properties(device)
     limit = min(STAGE_LIMIT_BYTES, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
     return staged if staged <= limit else base

@@ -104,9 +104,12 @@ def test_scan_helpers_only_where_the_kernel_has_them(monkeypatch):
                             num_other_agents_observed=10)
     full = tag.TagParams(num_taggers=10, num_runners=95)
     too_big = tag.TagParams(num_taggers=10, num_runners=119, use_full_observation=False)
+    k17 = tag.TagParams(num_taggers=10, num_runners=95, use_full_observation=False,
+                        num_other_agents_observed=17)
     monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "1")
     assert tag.threads_per_agent(partial, 100, cpu) == 2
     assert tag.threads_per_agent(full, 100, cpu) == tag.threads_per_agent(too_big, 1, cpu) == 1
+    assert tag.threads_per_agent(k17, 1, cpu) == 1 and tag.SCAN_HELPERS_MAX_OBSERVED == 16
     monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "0")
     assert tag.threads_per_agent(partial, 100, cpu) == 1
     monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "yes")

@@ -65,7 +65,7 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
   FIELD(float, end_reward)                                                                 \
   FIELD(float, episode_length_f)                                                           \
   FIELD(int, scan_helpers) /* 1: step_one_block's thread A + a helps agent a scan */       \
-  FIELD(int, scan_split) /* with scan_helpers: agent a scans [0, split), its helper the rest */
+  FIELD(int, scan_split) /* ceil(A / 2): agent a scans [0, split), its helper [split, A) */
 
 GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 

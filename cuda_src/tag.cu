@@ -25,7 +25,7 @@
 
 // The largest kMax whose kernels have scan helpers (observe_partial): the k32 kernels'
 // second copy of the insertion code (the merge) spilled 270 more bytes of registers.
-constexpr int kTagScanHelpersMaxObserved = 16;
+#define TAG_SCAN_HELPERS_MAX_OBSERVED 16
 
 // An observation holds, per observed other agent, these features (feature-major: all
 // others' values of feature 0, then of feature 1, ...), then the time and the own role.
@@ -468,7 +468,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const bool playing = ag.on && me.own.in_game != 0;
   const long long game = (long long)ag.g * c.num_agents;
   const bool one_tile = tile_ready || c.num_agents <= (int)blockDim.x;
-  const bool split = kMax <= kTagScanHelpersMaxObserved && tile_ready && c.scan_helpers;
+  const bool split = kMax <= TAG_SCAN_HELPERS_MAX_OBSERVED && tile_ready && c.scan_helpers;
   const int owner = (int)threadIdx.x - c.num_agents;  // of a helper: the agent it helps
   const bool helper = split && owner >= 0 && owner < c.num_agents;
   // A helper's first candidate, its owner's position, and whether the owner is in the game

@@ -413,13 +413,13 @@ def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
 
 MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
 SCAN_HELPERS_VARIABLE = "GPU_VECENV_TAG_SCAN_HELPERS"
-SCAN_HELPERS_MAX_OBSERVED = int_constant("tag.cu", "kTagScanHelpersMaxObserved")
+SCAN_HELPERS_MAX_OBSERVED = int_constant("tag.cu", "TAG_SCAN_HELPERS_MAX_OBSERVED")
 
 
 def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -> int:
     """2 where the one-block step gives each agent a scan helper (``observe_partial`` in
     ``tag.cu``: thread ``A + a`` scans half of agent ``a``'s candidates for its K nearest),
-    else 1. Helpers need partial observations of K <= 16 (``kTagScanHelpersMaxObserved``)
+    else 1. Helpers need partial observations of K <= 16 (``TAG_SCAN_HELPERS_MAX_OBSERVED``)
     and ``2 * A <= GV_GAME_MAX_BLOCK``; they pay off when the launch has at most one block
     per SM (then each block's serial scan is the step's latency; with more blocks, the extra
     threads only take issue slots from other blocks). ``$GPU_VECENV_TAG_SCAN_HELPERS``:

@@ -13,7 +13,8 @@
 // That is run() with several blocks per game (one launch per phase, the counters in global
 // scratch). A game that fits one block takes step_one_block instead: the same phases in
 // one launch, the counters as block reductions and shared atomics, each agent in
-// registers, the tiles filled from them; one batch of global loads per step.
+// registers, the tiles filled from them; one batch of global loads per step; for launches
+// too small to fill the GPU, two threads per agent in the K-nearest scan (scan_helpers).
 //
 // Mirrors the torch reference operation by operation in float32; compile with -fmad=false.
 #include "common/games.cuh"
@@ -21,6 +22,10 @@
 #include "common/rng.cuh"
 
 #define TAG_MAX_OBSERVED 32  // the largest K (num_other_agents_observed) a kernel keeps
+
+// The largest kMax whose kernels have scan helpers (observe_partial): the k32 kernels'
+// second copy of the insertion code (the merge) spilled 270 more bytes of registers.
+#define TAG_SCAN_HELPERS_MAX_OBSERVED 16
 
 // An observation holds, per observed other agent, these features (feature-major: all
 // others' values of feature 0, then of feature 1, ...), then the time and the own role.
@@ -58,7 +63,9 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
   FIELD(float, tag_reward)                                                                 \
   FIELD(float, tag_penalty)                                                                \
   FIELD(float, end_reward)                                                                 \
-  FIELD(float, episode_length_f)
+  FIELD(float, episode_length_f)                                                           \
+  FIELD(int, scan_helpers) /* 1: step_one_block's thread A + a helps agent a scan */       \
+  FIELD(int, scan_split) /* ceil(A / 2): agent a scans [0, split), its helper [split, A) */
 
 GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 
@@ -115,13 +122,17 @@ __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_d
 //   features  float4[T]  normalised x, y, speed, acceleration (put_in_tile: when the whole
 //                        game is one tile)
 //   tag_count int[T]     tags per tagger this step (step_one_block: the game's counters)
-//   stage     float[T * stage_stride]  the block's observation rows, when the launch has
-//                        room for them (staged)
+//   helped    float[K * A], int[K * A]  with scan_helpers only: the helpers' K nearest
+//                        (squared distance, id), entry k of agent a at k * A + a
+//   stage     float[R * stage_stride]  the block's observation rows, R = min(T, A) (the
+//                        threads with an agent), when the launch has room for them (staged)
 // envs/tag.py's shared_bytes() computes the same sizes.
 struct TagShared {
   float4* tile;
   float4* features;
   int* tag_count;
+  float* helped_distance;
+  int* helped_id;
   float* stage;
   bool staged;
 };
@@ -129,13 +140,17 @@ struct TagShared {
 __device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
   extern __shared__ float4 tag_dynamic_shared[];
   const unsigned T = blockDim.x;
+  const unsigned helped = c.scan_helpers ? (unsigned)(c.num_observed * c.num_agents) : 0u;
   TagShared sh;
   sh.tile = tag_dynamic_shared;
   sh.features = tag_dynamic_shared + T;
   sh.tag_count = reinterpret_cast<int*>(tag_dynamic_shared + 2 * T);
-  sh.stage = reinterpret_cast<float*>(sh.tag_count + T);
-  const unsigned base = T * (2 * sizeof(float4) + sizeof(int));
-  sh.staged = dynamic_shared_bytes() >= base + T * (unsigned)stage_stride(c) * sizeof(float);
+  sh.helped_distance = reinterpret_cast<float*>(sh.tag_count + T);
+  sh.helped_id = reinterpret_cast<int*>(sh.helped_distance + helped);
+  sh.stage = reinterpret_cast<float*>(sh.helped_id + helped);
+  const unsigned base = T * (2 * sizeof(float4) + sizeof(int)) + helped * 2 * sizeof(float);
+  const unsigned rows = (unsigned)min((int)T, c.num_agents);
+  sh.staged = dynamic_shared_bytes() >= base + rows * (unsigned)stage_stride(c) * sizeof(float);
   return sh;
 }
 
@@ -425,6 +440,19 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
 // ones per slot.
 // kWide: scan four candidates at a time (for launches of few blocks, where the scan's
 // latency is the limit); otherwise one at a time (fewer registers, more blocks per SM).
+//
+// Scan helpers (c.scan_helpers, with tile_ready: step_one_block launched with at least 2A
+// threads, for launches too small to fill the GPU, where each thread's serial scan is the
+// step's latency): thread A + a, otherwise an idle thread, takes candidates [split, A) of
+// agent a, who takes [0, split); both run `split` iterations (an odd A's last helper
+// candidate is tile entry A, which step_one_block marks out of the game), so the warp
+// votes stay uniform in a warp of owners and helpers. The helper reads its owner's x, y and
+// in-game flag from the tile, and passes its sorted list through shared memory; the owner
+// inserts it in order as it would have the candidates. Every helper id exceeds every owner
+// id and the helper's list is in (distance, id) order, so with the strict < insertion the
+// K nearest come out as the serial scan's, ties included. The helper does not know whether
+// its owner's slot shows an observation (that needs the owner's flags of the step): the
+// owner drops the helper's list when it does not.
 template <int kMax, bool kWide>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
                                 const TagObserver& me, const TagShared& sh, bool tile_ready,
@@ -438,10 +466,22 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   }
   const int K = c.num_observed;
   const bool playing = ag.on && me.own.in_game != 0;
-  const bool want = visible && playing;
   const long long game = (long long)ag.g * c.num_agents;
   const bool one_tile = tile_ready || c.num_agents <= (int)blockDim.x;
-  const float x = me.own.x, y = me.own.y;
+  const bool split = kMax <= TAG_SCAN_HELPERS_MAX_OBSERVED && tile_ready && c.scan_helpers;
+  const int owner = (int)threadIdx.x - c.num_agents;  // of a helper: the agent it helps
+  const bool helper = split && owner >= 0 && owner < c.num_agents;
+  // A helper's first candidate, its owner's position, and whether the owner is in the game
+  // (the helper's list is wasted where the owner wants no observation after all).
+  const int first = helper ? c.scan_split : 0;
+  float x = me.own.x, y = me.own.y;
+  bool want = visible && playing;
+  if (helper) {
+    const float4 place = sh.tile[owner];
+    x = place.x;
+    y = place.y;
+    want = place.z != 0.0f;
+  }
   float worst = INFINITY;  // best[K - 1]
   // Inserts (d2, id) into the sorted list, keeping the first of equal distances first
   // (candidates come in increasing id); d2 = +inf changes nothing.
@@ -475,17 +515,19 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       }
       __syncthreads();
     }
-    const int count = min((int)blockDim.x, c.num_agents - start);
-    const int self = ag.a - start;
-    // Squared distance of tile entry j if it beats the K-th best, else +inf (also for
-    // oneself, agents out of the game, and everyone when this thread wants no observation).
+    const int count = split ? c.scan_split : min((int)blockDim.x, c.num_agents - start);
+    const int self = (helper ? owner : ag.a) - start - first;
+    // Squared distance of this thread's candidate j (tile entry first + j) if it beats the
+    // K-th best, else +inf (also for oneself, agents out of the game, and everyone when
+    // this thread wants no observation).
     auto candidate = [&](int j) {
-      const float4 other = sh.tile[j];
+      const float4 other = sh.tile[first + j];
       const float dx = other.x - x;
       const float dy = other.y - y;
       const float d2 = dx * dx + dy * dy;
       return (!want || other.z == 0.0f || j == self || !(d2 < worst)) ? INFINITY : d2;
     };
+    const int id = start + first;  // of candidate j: id + j
     int j = 0;
     // Four candidates at a time: independent loads and arithmetic hide the latency.
     for (; kWide && j + 4 <= count; j += 4) {
@@ -496,13 +538,34 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       for (int q = 0; q < 4; ++q) {  // one copy of the insertion code
         const float d = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
         // worst may have dropped since d was checked against it
-        if (__any_sync(0xffffffffu, d < worst)) insert(d < worst ? d : INFINITY, start + j + q);
+        if (__any_sync(0xffffffffu, d < worst)) insert(d < worst ? d : INFINITY, id + j + q);
       }
     }
 #pragma unroll 1
     for (; j < count; ++j) {
       const float d = candidate(j);
-      if (__any_sync(0xffffffffu, d < INFINITY)) insert(d, start + j);
+      if (__any_sync(0xffffffffu, d < INFINITY)) insert(d, id + j);
+    }
+  }
+  if (split) {
+    // The helpers' lists, in order, into their owners' (which hold the lower ids).
+    const int A = c.num_agents;
+    if (helper) {
+#pragma unroll
+      for (int k = 0; k < kMax; ++k) {
+        if (k >= K) break;
+        sh.helped_distance[k * A + owner] = best[k];
+        sh.helped_id[k * A + owner] = chosen[k];
+      }
+    }
+    __syncthreads();
+    if (want && ag.on) {
+#pragma unroll 1
+      for (int k = 0; k < K; ++k) {
+        const float d = sh.helped_distance[k * A + ag.a];
+        if (!(d < worst)) break;  // so are the rest: the list is sorted
+        insert(d, sh.helped_id[k * A + ag.a]);
+      }
     }
   }
   if (!ag.on) return;
@@ -607,6 +670,8 @@ __device__ __forceinline__ float table_entry(const float* table, int size, float
 // is not touched; and the tiles are filled from registers as the state changes, so
 // neither the tag search nor the observations read the game back from global memory.
 // Global state is written where it changes (not at all in a game with an invalid action).
+// With c.scan_helpers the host launches at least 2A threads: threads A .. 2A-1 are idle
+// (ag.on false) in every phase but the partial observations' scan (observe_partial).
 template <int kMax, bool kWide>
 __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagBuffers& b,
                                const TagOutputs& o, const long long* __restrict__ action,
@@ -667,7 +732,11 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     t = 0;
   }
   if (ag.a == 0 && (stepping || resetting)) s.t[g] = t;
-  if (ag.on) put_in_tile(c, sh, threadIdx.x, me);
+  if (ag.on) {
+    put_in_tile(c, sh, threadIdx.x, me);
+  } else if (c.scan_helpers && ag.a == c.num_agents) {
+    sh.tile[ag.a] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // out of the game: see observe_partial
+  }
   __syncthreads();
 
   // kInteract: runners against the taggers of the tile (entries 0 .. T-1, which nobody

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass, replace
 
 import gymnasium as gym
@@ -67,7 +68,7 @@ import torch
 from gpu_vecenv.definition import State, StateField
 from gpu_vecenv.device_constants import device_constant
 from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv, drawing
-from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, KernelConstant
+from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, GameLaunch, KernelConstant
 from gpu_vecenv.multi_agent.kernel_constants import int_constant
 
 F32 = np.float32
@@ -410,6 +411,40 @@ def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
 
 # -- the kernel binding of cuda_src/tag.cu --
 
+MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
+SCAN_HELPERS_VARIABLE = "GPU_VECENV_TAG_SCAN_HELPERS"
+SCAN_HELPERS_MAX_OBSERVED = int_constant("tag.cu", "TAG_SCAN_HELPERS_MAX_OBSERVED")
+
+
+def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -> int:
+    """2 where the one-block step gives each agent a scan helper (``observe_partial`` in
+    ``tag.cu``: thread ``A + a`` scans half of agent ``a``'s candidates for its K nearest),
+    else 1. Helpers need partial observations of K <= 16 (``TAG_SCAN_HELPERS_MAX_OBSERVED``)
+    and ``2 * A <= GV_GAME_MAX_BLOCK``; they pay off when the launch has at most one block
+    per SM (then each block's serial scan is the step's latency; with more blocks, the extra
+    threads only take issue slots from other blocks). ``$GPU_VECENV_TAG_SCAN_HELPERS``:
+    ``auto`` (default, that rule), ``1`` (on wherever possible) or ``0`` (off), for A/B
+    measurements; the results are bit for bit the same."""
+    text = os.environ.get(SCAN_HELPERS_VARIABLE, "").strip().lower() or "auto"
+    if text not in ("0", "1", "auto"):
+        raise ValueError(f"{SCAN_HELPERS_VARIABLE} must be 0, 1 or auto, got {text!r}")
+    possible = (not params.use_full_observation and 2 * params.num_agents <= MAX_BLOCK
+                and params.num_other_agents_observed <= SCAN_HELPERS_MAX_OBSERVED)
+    if text == "0" or not possible:
+        return 1
+    if text == "1":
+        return 2
+    return 2 if num_games <= torch.cuda.get_device_properties(device).multi_processor_count else 1
+
+
+def _scan_helpers(params: TagParams, launch: GameLaunch) -> int:
+    return int(launch.threads_per_agent == 2)
+
+
+def _scan_split(params: TagParams, launch: GameLaunch) -> int:
+    """Agent ``a`` scans candidates ``[0, split)``, its helper ``[split, A)``."""
+    return (params.num_agents + 1) // 2
+
 KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, source in (
     ("num_agents", "i", "num_agents"),
     ("num_taggers", "i", "num_taggers"),
@@ -437,6 +472,8 @@ KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, sour
     ("tag_penalty", "f", "tag_penalty_for_runner"),
     ("end_reward", "f", "end_of_game_reward_for_runner"),
     ("episode_length_f", "f", "episode_length"),
+    ("scan_helpers", "i", _scan_helpers),
+    ("scan_split", "i", _scan_split),
 ))
 """``TAG_CONSTS`` of ``tag.cu``, field by field: (C name, kind, the params' attribute)."""
 
@@ -481,14 +518,17 @@ STAGE_LIMIT_BYTES = 100 * 1024
 """The most dynamic shared memory a block takes when it stages its observation rows."""
 
 
-def shared_bytes(params: TagParams, block: int, device: torch.device) -> int:
+def shared_bytes(params: TagParams, launch: GameLaunch, device: torch.device) -> int:
     """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag.cu``):
     per thread two float4 tile entries and an int (the tags per tagger of a game that fits
-    one block), plus, where it fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in
-    limit, a row of ``obs_dim | 1`` floats for staging the block's observation rows (so the
+    one block), with scan helpers ``K * A`` floats and ints (the helpers' lists), plus,
+    where it fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
+    ``obs_dim | 1`` floats per agent of the block for staging its observation rows (so the
     block writes them to global memory as one contiguous span)."""
-    base = block * (2 * 16 + 4)
-    staged = base + block * (params.obs_dim | 1) * 4
+    block = launch.block
+    helped = _scan_helpers(params, launch) * params.num_observed * params.num_agents
+    base = block * (2 * 16 + 4) + helped * (4 + 4)
+    staged = base + min(block, params.num_agents) * (params.obs_dim | 1) * 4
     props = torch.cuda.get_device_properties(device)
     limit = min(STAGE_LIMIT_BYTES, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
     return staged if staged <= limit else base
@@ -508,6 +548,7 @@ KERNEL_BINDING = GameKernelBinding(
     kernels=KERNELS,
     kernel_flags=kernel_flags,
     shared_bytes=shared_bytes,
+    threads_per_agent=threads_per_agent,
     check_params=check_kernel_params,
 )
 

@@ -7,7 +7,10 @@ Same interface and semantics as :class:`gpu_vecenv.multi_agent.torch_backend.Mul
 launches on torch's current stream, capturable into CUDA graphs).
 
 Each game gets ``ceil(A / block)`` blocks of ``block = min(GV_GAME_MAX_BLOCK, A rounded up
-to 32)`` threads, one per agent. A step is a fixed sequence of phases (the ``GvGamePhase``
+to 32)`` threads, one per agent, or, where the binding asks for two threads per agent
+(:attr:`~gpu_vecenv.multi_agent.kernel_binding.GameKernelBinding.threads_per_agent`, e.g.
+Tag's scan helpers, ``$GPU_VECENV_TAG_SCAN_HELPERS``), one block of ``2 * A`` rounded up to
+32. A step is a fixed sequence of phases (the ``GvGamePhase``
 enum of ``common/games.cuh``): one launch when a game fits one block, else one launch per
 phase, so games of any size run without blocks waiting on each other.
 """
@@ -24,7 +27,7 @@ from gpu_vecenv.backends.cuda import AUTORESET_CODES
 from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.multi_agent.buffers import GameContext
-from gpu_vecenv.multi_agent.kernel_binding import check_consts_layout
+from gpu_vecenv.multi_agent.kernel_binding import GameLaunch, check_consts_layout
 from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
 
 MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
@@ -61,14 +64,20 @@ class GameCudaBackend:
         self.device = env.device
         p, b, s = env.params, env.buffers, env.buffers.state
         G, A = env.num_games, env.num_agents
-        self.block = min(MAX_BLOCK, 32 * math.ceil(A / 32))
+        per_agent = (1 if binding.threads_per_agent is None
+                     else binding.threads_per_agent(env.params, G, self.device))
+        if per_agent not in (1, 2) or (per_agent == 2 and 2 * A > MAX_BLOCK):
+            raise ValueError(f"{per_agent} threads per agent: {A} agents get 1, or 2 where "
+                             f"{2 * A} threads fit one block ({MAX_BLOCK})")
+        self.block = min(MAX_BLOCK, 32 * math.ceil(per_agent * A / 32))
         self.blocks_per_game = math.ceil(A / self.block)
+        launch = GameLaunch(self.block, self.blocks_per_game, per_agent)
         if G * self.blocks_per_game >= 2**31 or G * A * env.obs_dim >= 2**62:
             raise ValueError(f"{G} games of {A} agents exceed the kernel's grid")
         self.mode = AUTORESET_CODES[env.autoreset_mode]
         if binding.check_params is not None:
             binding.check_params(p)
-        consts, consts_format = binding.pack_constants(p)
+        consts, consts_format = binding.pack_constants(p, launch)
         self.visible = torch.zeros(G * A, dtype=torch.bool, device=self.device)
         self.scratch = binding.buffers(p, G, self.device, self.visible)
         state = [s[field] for field in binding.state_fields]
@@ -85,7 +94,7 @@ class GameCudaBackend:
         arg_format = (consts_format + "P" * (len(state) + len(buffers) + NUM_OUTPUTS) + "PP"
                       + "iiii")
         shared = (0 if binding.shared_bytes is None
-                  else binding.shared_bytes(p, self.block, self.device))
+                  else binding.shared_bytes(p, launch, self.device))
         self._fn = Kernel(module, kernel, arg_format, shared_bytes=shared, fixed=head)
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)

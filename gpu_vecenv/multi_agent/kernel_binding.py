@@ -31,6 +31,20 @@ field (both 4 bytes)."""
 
 
 @dataclass(frozen=True)
+class GameLaunch:
+    """The launch shape the CUDA backend chose for an env (what a constant or the shared
+    memory size may depend on besides the params)."""
+
+    block: int
+    """Threads per block."""
+    blocks_per_game: int
+    """Consecutive blocks of one game."""
+    threads_per_agent: int = 1
+    """2: a one-block launch holds a second thread per agent (thread ``A + a`` for agent
+    ``a``; :attr:`GameKernelBinding.threads_per_agent` says when)."""
+
+
+@dataclass(frozen=True)
 class KernelConstant:
     """One field of the ``.cu``'s constants struct."""
 
@@ -38,17 +52,23 @@ class KernelConstant:
     """The C field's name."""
     kind: str
     """``"i"`` (int32) or ``"f"`` (float32)."""
-    source: str | float
-    """The params' attribute (a field or a property) holding the value, or the value."""
+    source: str | float | Callable[[Any, GameLaunch], float]
+    """The params' attribute (a field or a property) holding the value, the value, or a
+    module-level function ``(params, launch) -> value`` (for what depends on the launch)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kernel constant {self.name}: kind must be one of {list(KINDS)}")
 
-    def value(self, params: Any) -> int | np.float32:
+    def value(self, params: Any, launch: GameLaunch) -> int | np.float32:
         """The packed value: an int, or the float rounded to float32 as torch rounds a
         scalar operand."""
-        raw = getattr(params, self.source) if isinstance(self.source, str) else self.source
+        if isinstance(self.source, str):
+            raw = getattr(params, self.source)
+        elif callable(self.source):
+            raw = self.source(params, launch)
+        else:
+            raw = self.source
         return int(raw) if self.kind == "i" else np.float32(raw)
 
 
@@ -77,9 +97,12 @@ class GameKernelBinding:
     """Every kernel of the file (what ``gpu-vecenv compile`` builds)."""
     kernel_flags: Callable[[str], tuple[str, ...]] | None = None
     """``kernel -> -D flags`` that build only that kernel of the file; ``None``: none."""
-    shared_bytes: Callable[[Any, int, torch.device], int] | None = None
-    """``(params, threads per block, device) -> dynamic shared memory per block`` the
-    kernels are launched with (they may read its size); ``None``: none."""
+    shared_bytes: Callable[[Any, GameLaunch, torch.device], int] | None = None
+    """``(params, launch, device) -> dynamic shared memory per block`` the kernels are
+    launched with (they may read its size); ``None``: none."""
+    threads_per_agent: Callable[[Any, int, torch.device], int] | None = None
+    """``(params, num_games, device) -> 1 or 2``: threads per agent of the launch (2 only
+    where ``2 * A`` threads fit one block: :class:`GameLaunch`); ``None``: 1."""
     check_params: Callable[[Any], None] | None = None
     """Raises ``ValueError`` for params the kernels cannot run (the torch backend can)."""
     path: str | None = None
@@ -89,9 +112,9 @@ class GameKernelBinding:
     def flags_for(self, kernel: str) -> tuple[str, ...]:
         return () if self.kernel_flags is None else tuple(self.kernel_flags(kernel))
 
-    def pack_constants(self, params: Any) -> tuple[list, str]:
+    def pack_constants(self, params: Any, launch: GameLaunch) -> tuple[list, str]:
         """The constants' values and their ``struct`` format (one letter each)."""
-        return ([c.value(params) for c in self.constants],
+        return ([c.value(params, launch) for c in self.constants],
                 "".join(c.kind for c in self.constants))
 
     def expected_layout(self) -> str:

@@ -3,7 +3,9 @@
 # the one at git ref $1 (default HEAD), both compiled for the host with shim.h (one
 # std::thread per CUDA thread), over 180 scenarios: every autoreset mode, full and partial
 # observations, staged or not, runners exiting or not, one launch per step, one launch per
-# phase, several blocks per game. Every buffer must match byte for byte.
+# phase, several blocks per game. Every buffer must match byte for byte. Then the working
+# tree's kernel with scan helpers on (2A threads per block) against REF's without, over
+# partial observations of odd and even A, K below kMax and K = A - 1, tied distances.
 #   scripts/tag_emulation/compare.sh [REF] [REF_TILE_BYTES (32 before the one-block step)]
 set -e
 here=$(cd "$(dirname "$0")/../../tests/host_kernels/tag_emulation" && pwd)
@@ -19,7 +21,7 @@ build() {  # tag.cu, output binary, extra flags
 }
 git -C "$root" show "${1:-HEAD}:cuda_src/tag.cu" > "$work/tag_ref.cu"
 build "$work/tag_ref.cu" "$work/ref" "-DEMU_TILE_BYTES=${2:-36}"
-build "$root/cuda_src/tag.cu" "$work/new" ""
+build "$root/cuda_src/tag.cu" "$work/new" "-DEMU_SCAN_HELPERS"
 fail=0; n=0
 for mode in 0 1 2; do
 for cfg in "3 11 3 0" "4 5 1 4" "2 40 4 5" "2 70 7 10" "1 33 2 0"; do
@@ -33,4 +35,20 @@ for staged in 0 1; do for exits in 1 0; do for phased in 0 1; do for cap in 256 
   if ! cmp -s "$work/ref.bin" "$work/new.bin"; then echo "differs: $args"; fail=$((fail + 1)); fi
 done; done; done; done; done; done
 echo "$n scenarios, $fail differ"
-[ $fail = 0 ]
+h=0; hfail=0
+for mode in 0 1 2; do
+for cfg in "5 2 1 1" "4 5 1 4" "3 11 3 10" "3 33 2 7" "2 40 4 5" "3 64 6 3" "2 70 7 10" \
+           "2 105 12 10" "2 128 8 8"; do
+for staged in 0 1; do for ties in 0 1; do
+  set -- $cfg
+  exits=$((h % 2)); phased=$((h % 5 == 0 ? 1 : 0))  # a step of one launch per phase, at times
+  args="$1 $2 $3 $4 $mode 10 $((h + 101)) $staged $exits 0.02 $phased 256"
+  "$work/ref" $args "$work/ref.bin" 0 $ties > /dev/null
+  "$work/new" $args "$work/new.bin" 1 $ties > /dev/null
+  h=$((h + 1))
+  if ! cmp -s "$work/ref.bin" "$work/new.bin"; then
+    echo "differs (scan helpers): $args"; hfail=$((hfail + 1))
+  fi
+done; done; done; done
+echo "$h scenarios with scan helpers, $hfail differ"
+[ $fail = 0 ] && [ $hfail = 0 ]

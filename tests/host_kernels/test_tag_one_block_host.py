@@ -2,9 +2,10 @@
 one launch (``step_one_block``, registers, block reductions) against the same step run one
 phase per launch (``run()``'s phases, global counters), bit for bit, in every autoreset
 mode, with full and partial observations, staged rows or not, runners exiting or not,
-invalid actions, ``reset()`` and ``observe()`` launches between steps. The float math is
-the host's libm, so this ties the two paths to each other, not to the GPU (the GPU tests
-tie them to the torch reference)."""
+invalid actions, ``reset()`` and ``observe()`` launches between steps; and the one-launch
+step with scan helpers (2A threads, two per agent in the K-nearest scan) against it without
+them. The float math is the host's libm, so this ties the paths to each other, not to the
+GPU (the GPU tests tie them to the torch reference)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def emulated_tag(tmp_path_factory) -> Path:
     exe = out / "harness"
     command = [compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
                f"-I{CUDA_SRC}", f"-I{out}", "-DTAG_ONLY", "-DTAG_ONLY_full", "-DTAG_ONLY_k4",
-               "-DTAG_ONLY_k10", str(HERE / "harness.cpp"), "-o", str(exe)]
+               "-DTAG_ONLY_k10", "-DEMU_SCAN_HELPERS", str(HERE / "harness.cpp"), "-o",
+               str(exe)]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0 and "barrier" in result.stderr:
         pytest.skip("g++ without C++20 <barrier>")
@@ -57,3 +59,25 @@ def test_one_launch_step_equals_phase_per_launch(emulated_tag, tmp_path, mode, s
                            capture_output=True, timeout=300)
             outputs.append(out.read_bytes())
         assert outputs[0] == outputs[1], f"{games} x {agents}, K={k}, exits={exits}"
+
+
+HELPED = [  # games, agents, taggers, K, mode, staged, ties, phased
+    (2, 105, 12, 10, 1, 1, 1, 0), (2, 105, 12, 7, 0, 0, 0, 0), (4, 5, 1, 4, 0, 0, 1, 0),
+    (3, 11, 3, 10, 2, 1, 0, 0), (3, 33, 2, 7, 1, 0, 1, 0), (2, 40, 4, 5, 0, 1, 0, 1),
+    (2, 128, 8, 8, 2, 0, 1, 0), (5, 2, 1, 1, 1, 1, 0, 0), (3, 64, 6, 3, 2, 1, 1, 0)]
+
+
+@pytest.mark.parametrize(("games", "agents", "taggers", "k", "mode", "staged", "ties",
+                          "phased"), HELPED)
+def test_scan_helpers_change_nothing(emulated_tag, tmp_path, games, agents, taggers, k, mode,
+                                     staged, ties, phased):
+    """Odd and even A, K below kMax and K = A - 1, tied distances (``ties``: agents on a
+    grid of whole numbers, half of them still), every autoreset mode, staged or not."""
+    outputs = []
+    for helpers in (0, 1):
+        out = tmp_path / f"{helpers}.bin"
+        args = [str(a) for a in (games, agents, taggers, k, mode, 8, agents + k, staged,
+                                 agents % 2, 0.03, phased, 256, out, helpers, ties)]
+        subprocess.run([str(emulated_tag), *args], check=True, capture_output=True, timeout=300)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]

@@ -11,7 +11,7 @@ import pytest
 from gpu_vecenv.backends.compiler import CUDA_SRC, build_command, find_nvcc
 from gpu_vecenv.envs import tag, tag_grid
 from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
-from gpu_vecenv.multi_agent.kernel_binding import check_consts_layout
+from gpu_vecenv.multi_agent.kernel_binding import GameLaunch, check_consts_layout
 from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
 
 GAMES = {"tag": tag, "tag_grid": tag_grid}
@@ -29,7 +29,8 @@ def _consts_macro_fields(name: str) -> str:
 def test_binding_lists_the_constants_struct_of_its_kernel_file(name):
     binding = GAMES[name].KERNEL_BINDING
     check_consts_layout(name, binding, _consts_macro_fields(name))
-    values, kinds = binding.pack_constants(GAMES[name].DEFINITION.make_params())
+    values, kinds = binding.pack_constants(GAMES[name].DEFINITION.make_params(),
+                                           GameLaunch(block=32, blocks_per_game=1))
     assert len(values) == len(kinds) == len(binding.constants)
     assert len(kinds) * 4 % 8 == 0  # the pointer structs after it stay 8-byte aligned
 
@@ -51,13 +52,13 @@ def test_the_table_the_kernel_file_exports_matches_the_binding(name, tmp_path):
 
 def test_a_mismatch_fails_with_both_field_lists():
     layout = tag.KERNEL_BINDING.expected_layout()
-    assert len(layout.split(";")) == 27 and layout.startswith("int num_agents;")
+    assert len(layout.split(";")) == 29 and layout.startswith("int num_agents;")
     exported = layout.replace("float two_pi;float half_pi;", "float half_pi;float two_pi;")
     with pytest.raises(RuntimeError, match=r"differ at field 17: the kernel file declares "
                                            r"'float half_pi', the binding packs "
                                            r"'float two_pi'") as caught:
         check_consts_layout("tag", tag.KERNEL_BINDING, exported.encode() + b"\0")
-    assert "cuda_src/tag.cu (26 fields)" in str(caught.value)
+    assert "cuda_src/tag.cu (28 fields)" in str(caught.value)
 
 
 def test_layout_facts_come_from_the_kernel_sources():
@@ -90,3 +91,31 @@ def test_the_generic_layer_takes_roles_and_draws_from_the_definition():
     assert unnamed.role_ids(params) == [0, 0, 1]
     with pytest.raises(ValueError, match="reset_draws_per_agent"):
         MultiAgentDefinition(**{**fields, "reset_draws_per_agent": 5})
+
+
+def test_scan_helpers_only_where_the_kernel_has_them(monkeypatch):
+    """``$GPU_VECENV_TAG_SCAN_HELPERS`` (0, 1, auto): two threads per agent only for
+    partial observations of games whose 2A threads fit one block (auto needs a GPU: the
+    GPU tests check it)."""
+    import torch
+
+    cpu = torch.device("cpu")
+    partial = tag.TagParams(num_taggers=10, num_runners=95, use_full_observation=False,
+                            num_other_agents_observed=10)
+    full = tag.TagParams(num_taggers=10, num_runners=95)
+    too_big = tag.TagParams(num_taggers=10, num_runners=119, use_full_observation=False)
+    k17 = tag.TagParams(num_taggers=10, num_runners=95, use_full_observation=False,
+                        num_other_agents_observed=17)
+    monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "1")
+    assert tag.threads_per_agent(partial, 100, cpu) == 2
+    assert tag.threads_per_agent(full, 100, cpu) == tag.threads_per_agent(too_big, 1, cpu) == 1
+    assert tag.threads_per_agent(k17, 1, cpu) == 1 and tag.SCAN_HELPERS_MAX_OBSERVED == 16
+    monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "0")
+    assert tag.threads_per_agent(partial, 100, cpu) == 1
+    monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "yes")
+    with pytest.raises(ValueError, match="must be 0, 1 or auto"):
+        tag.threads_per_agent(partial, 100, cpu)
+    on = GameLaunch(block=224, blocks_per_game=1, threads_per_agent=2)
+    values = dict(zip([c.name for c in tag.KERNEL_CONSTANTS],
+                      tag.KERNEL_BINDING.pack_constants(partial, on)[0], strict=True))
+    assert values["scan_helpers"] == 1 and values["scan_split"] == 53

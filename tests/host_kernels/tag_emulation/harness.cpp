@@ -4,6 +4,11 @@
 // after a reset of some games and an observation of all, to compare two builds bytewise
 // (compare.sh). Floats come from the host's libm, so the
 // results are not the GPU's, but two versions of the kernel must agree with each other.
+// Built with -DEMU_SCAN_HELPERS (a tag.cu with TagConsts::scan_helpers), `helpers` = 1
+// launches 2A threads per block (rounded up to 32) with scan helpers on, as
+// gpu_vecenv/multi_agent/cuda_backend.py does; `ties` = 1 starts the agents at rest on a
+// grid of whole numbers, and about half of them keep still (actions 0, 0), so many
+// distances are equal.
 #include "shim.h"
 
 #ifndef EMU_TILE_BYTES
@@ -12,6 +17,7 @@
 #include "tag_emu.cu"
 #include <cstdio>
 #include <random>
+#include <algorithm>
 #include <functional>
 
 using Kernel = void (*)(const TagConsts, const TagState, const TagBuffers, const TagOutputs,
@@ -36,13 +42,15 @@ static void launch(Kernel k, int grid, int block, const TagConsts& c, const TagS
 }
 
 int main(int argc, char** argv) {
-  // args: G A T K(0 full) mode steps seed staged exits invalid_rate out
+  // args: G A T K(0 full) mode steps seed staged exits invalid_rate phased block_cap out
+  //       [helpers [ties]]
   int G = atoi(argv[1]), A = atoi(argv[2]), T = atoi(argv[3]), K = atoi(argv[4]);
   int mode = atoi(argv[5]), steps = atoi(argv[6]), seed = atoi(argv[7]), staged = atoi(argv[8]);
   int exits = atoi(argv[9]); double invalid_rate = atof(argv[10]);
   int phased = atoi(argv[11]);  // 1: one launch per phase (the generic path)
   int block_cap = atoi(argv[12]);
   const char* out = argv[13];
+  const int helpers = argc > 14 ? atoi(argv[14]) : 0, ties = argc > 15 ? atoi(argv[15]) : 0;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> U(0.0f, 1.0f);
   TagConsts c{};
@@ -57,6 +65,17 @@ int main(int argc, char** argv) {
   c.episode_length_f = 6.0f;
   const int N = G * A, D = c.obs_dim;
   int block = 32 * ((A + 31) / 32); if (block > block_cap) block = block_cap;
+  if (helpers) {
+#ifdef EMU_SCAN_HELPERS
+    block = 32 * ((2 * A + 31) / 32);
+    if (K == 0 || 2 * A > block_cap) { fprintf(stderr, "no scan helpers here\n"); return 2; }
+    c.scan_helpers = 1;
+    c.scan_split = (A + 1) / 2;
+#else
+    fprintf(stderr, "built without EMU_SCAN_HELPERS\n");
+    return 2;
+#endif
+  }
   int bpg = (A + block - 1) / block;
   std::vector<float> x(N), y(N), sp(N), dir(N), ac(N), obs((size_t)N * D), fobs((size_t)N * D), rew(N);
   std::vector<int> ing(N), t(G), bad(G), left(G), ended(G), tagc(G * T);
@@ -74,6 +93,7 @@ int main(int argc, char** argv) {
       if (a >= T && U(rng) < 0.4f) { int tg = g * A + rng() % T; x[i] = x[tg] + (U(rng) - 0.5f); y[i] = y[tg] + (U(rng) - 0.5f); }
       ing[i] = a < T ? 1 : (none_left ? 0 : U(rng) < 0.8f);
       sp[i] = U(rng) * ing[i]; dir[i] = U(rng) * 6.0f * ing[i]; ac[i] = (U(rng) - 0.5f) * ing[i];
+      if (ties) { x[i] = (float)(rng() % 5 + 3); y[i] = (float)(rng() % 5 + 3); sp[i] = 0.0f; ac[i] = 0.0f; }
     }
   }
   TagState s{x.data(), y.data(), sp.data(), dir.data(), ac.data(), ing.data(), t.data()};
@@ -83,6 +103,7 @@ int main(int argc, char** argv) {
   TagOutputs o{obs.data(), rew.data(), (bool*)term.data(), (bool*)trunc.data(),
                mode == 1 ? fobs.data() : nullptr, (bool*)active.data()};
   unsigned base = block * EMU_TILE_BYTES;  // TagShared without the stage
+  if (helpers) base += A * c.num_observed * 8;  // the helpers' lists
   emu_smem_bytes = staged ? base + block * (D | 1) * 4 : base;
   Kernel k = K == 0 ? tag_run_full : (K <= 4 ? tag_run_k4 : tag_run_k10);
   FILE* f = fopen(out, "wb");
@@ -97,10 +118,11 @@ int main(int argc, char** argv) {
     fwrite(tagc.data(), 4, G * T, f);
   };
   std::vector<int> phases = mode == 1 ? std::vector<int>{0, 1, 2, 3, 4, 5, 6} : std::vector<int>{0, 1, 2, 3, 6};
-  long tagged_out = 0, truncated = 0, bad_games = 0, resets = 0;
+  long tagged_out = 0, truncated = 0, bad_games = 0, resets = 0, tied = 0;
   for (int step = 0; step < steps; ++step) {
     for (int i = 0; i < N; ++i) {
       act[2 * i] = rng() % 11; act[2 * i + 1] = rng() % 11;
+      if (ties && rng() % 2) act[2 * i] = act[2 * i + 1] = 0;
       if (U(rng) < invalid_rate) act[2 * i + (rng() % 2)] = (rng() % 2) ? -1 : 11;
     }
     if (phased || bpg > 1) {
@@ -119,6 +141,17 @@ int main(int argc, char** argv) {
     launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, 9, 9);
     dump();
     for (int i = 0; i < N; ++i) { tagged_out += term[i]; truncated += trunc[i]; }
+    for (int i = 0; i < N; ++i) {  // observers in the game with two others at one distance
+      const int g = i / A;
+      std::vector<float> d2;
+      for (int j = g * A; j < (g + 1) * A; ++j) {
+        if (j == i || !ing[j]) continue;
+        const float dx = x[j] - x[i], dy = y[j] - y[i];
+        d2.push_back(dx * dx + dy * dy);
+      }
+      std::sort(d2.begin(), d2.end());
+      tied += ing[i] && std::adjacent_find(d2.begin(), d2.end()) != d2.end();
+    }
     for (int g = 0; g < G; ++g) {
       bool any_bad = false;
       for (int a = 0; a < A; ++a) any_bad |= inv[g * A + a] != 0;
@@ -128,6 +161,6 @@ int main(int argc, char** argv) {
   }
   fclose(f);
   printf("G=%d A=%d block=%d bpg=%d errors=%d terminated=%ld truncated=%ld games with invalid "
-         "actions=%ld games at t=0=%ld\n", G, A, block, bpg, errors, tagged_out, truncated,
-         bad_games, resets);
+         "actions=%ld games at t=0=%ld observers with ties=%ld\n", G, A, block, bpg, errors,
+         tagged_out, truncated, bad_games, resets, tied);
 }

@@ -1,0 +1,97 @@
+"""Tag's scan helpers (``observe_partial`` in cuda_src/tag.cu: thread A + a scans half of
+agent a's candidates for its K nearest) against one thread per agent: the same
+observations, rewards, flags and state, bit for bit, over roll-outs with invalid actions
+and injected states, in every autoreset mode; and against the torch reference.
+``$GPU_VECENV_TAG_SCAN_HELPERS`` picks them per env (read when the backend is built)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.envs.tag import TagVectorEnv
+from tests.gpu.test_tag_kernels import (
+    MODES,
+    compare_step,
+    random_actions,
+    random_tag_state,
+    tag_params,
+)
+
+pytestmark = pytest.mark.gpu
+
+SIZES = [  # games, agents, K (None: min(10, A - 1))
+    (100, 105, None), (100, 105, 7), (7, 33, None), (3, 2, None), (5, 128, 16), (20, 64, 3),
+    (9, 11, 10), (4, 5, 4)]
+
+
+def _env(games, agents, k, mode, helpers, monkeypatch):
+    monkeypatch.setenv("GPU_VECENV_TAG_SCAN_HELPERS", helpers)
+    params = tag_params(agents, full=False)
+    params["episode_length"] = 25
+    if k is not None:
+        params["num_other_agents_observed"] = k
+    return TagVectorEnv(games, device="cuda", backend="cuda", strict=False, copy=False,
+                        autoreset_mode=mode, **params)
+
+
+def _outputs(out):
+    obs, reward, terminated, truncated, info = out
+    parts = [obs, reward, terminated, truncated, info["active"]]
+    if "final_obs" in info:
+        parts.append(info["final_obs"])
+    return [p.clone() for p in parts]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize(("games", "agents", "k"), SIZES)
+def test_scan_helpers_step_bit_for_bit_like_one_thread_per_agent(games, agents, k, mode,
+                                                                  monkeypatch):
+    on = _env(games, agents, k, mode, "1", monkeypatch)
+    off = _env(games, agents, k, mode, "0", monkeypatch)
+    assert on.backend.block == 32 * math.ceil(2 * agents / 32)
+    assert off.backend.block == 32 * math.ceil(agents / 32)
+    gen = torch.Generator(device="cuda").manual_seed(games * 131 + agents)
+    for first, second in zip(on.reset(seed=7), off.reset(seed=7), strict=False):
+        if isinstance(first, torch.Tensor):
+            assert torch.equal(first, second)
+    for step in range(80):
+        if step % 20 == 10:  # crowds, runners out, pending resets, last steps
+            state = random_tag_state(off, gen)
+            assert torch.equal(on.set_state(state), off.set_state(state))
+        actions = random_actions(off, gen, invalid=0.02 if step % 3 == 0 else 0.0)
+        got, want = _outputs(on.step(actions)), _outputs(off.step(actions))
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b), f"step {step}"
+        state_on, state_off = on.get_state(), off.get_state()
+        for key in state_off:
+            assert torch.equal(state_on[key], state_off[key]), f"step {step} {key}"
+        assert torch.equal(on.buffers.invalid_action, off.buffers.invalid_action)
+
+
+@pytest.mark.parametrize(("games", "agents", "k"), [(100, 105, None), (7, 33, 5)])
+def test_scan_helpers_match_the_torch_reference(games, agents, k, monkeypatch):
+    cuda = _env(games, agents, k, AutoresetMode.NEXT_STEP, "1", monkeypatch)
+    params = tag_params(agents, full=False)
+    params["episode_length"] = 25
+    if k is not None:
+        params["num_other_agents_observed"] = k
+    ref = TagVectorEnv(games, device="cuda", backend="torch", strict=False, **params)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    cuda.reset(seed=5)
+    ref.reset(seed=5)
+    for step in range(60):
+        compare_step(cuda, ref, random_actions(ref, gen, invalid=0.01), f"step {step}")
+
+
+def test_auto_turns_scan_helpers_on_only_for_launches_of_at_most_one_block_per_sm(monkeypatch):
+    monkeypatch.setenv("GPU_VECENV_TAG_SCAN_HELPERS", "auto")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    params = tag_params(105, full=False)
+    few = TagVectorEnv(min(100, sms), device="cuda", backend="cuda", **params)
+    many = TagVectorEnv(2000, device="cuda", backend="cuda", **params)
+    full = TagVectorEnv(10, device="cuda", backend="cuda", **tag_params(105, full=True))
+    assert few.backend.block == 224 and many.backend.block == 128 and full.backend.block == 128

@@ -31,6 +31,7 @@ _SIGNATURES = {
                              ctypes.c_char_p],
     "cuMemcpyDtoH_v2": [_vp, _vp, ctypes.c_size_t],
     "cuFuncSetAttribute": [_vp, _int, _int],
+    "cuFuncGetAttribute": [ctypes.POINTER(_int), _int, _vp],
     "cuGetErrorName": [_int, ctypes.POINTER(ctypes.c_char_p)],
     "cuGetErrorString": [_int, ctypes.POINTER(ctypes.c_char_p)],
 }

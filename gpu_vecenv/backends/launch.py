@@ -87,9 +87,7 @@ class Kernel:
         self._launch = driver.libcuda()["cuLaunchKernel"]
         self._launch.restype = ctypes.c_int
         if self.shared_bytes > _DEFAULT_SHARED_LIMIT:
-            driver.check(driver.libcuda().cuFuncSetAttribute(
-                self._function, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                self.shared_bytes), f"cuFuncSetAttribute({name})")
+            _allow_dynamic_shared(self._function, self.shared_bytes, name)
 
     def __call__(self, grid: tuple[int, int, int], block: tuple[int, int, int],
                  args: tuple) -> None:
@@ -123,6 +121,21 @@ class Kernel:
             result = self._launch(*launch)
         if result != 0:
             driver.check(result, f"cuLaunchKernel({self.name})")
+
+
+def _allow_dynamic_shared(function, shared_bytes: int, name: str) -> None:
+    """Let ``function`` launch with ``shared_bytes`` of dynamic shared memory.
+
+    The limit is the function's, shared by every :class:`Kernel` of it (two envs with the
+    same kernel and different sizes): it is only ever raised, never lowered below what
+    another launch of the function already needs."""
+    lib, attribute = driver.libcuda(), driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    current = ctypes.c_int()
+    driver.check(lib.cuFuncGetAttribute(ctypes.byref(current), attribute, function),
+                 f"cuFuncGetAttribute({name})")
+    if current.value < shared_bytes:
+        driver.check(lib.cuFuncSetAttribute(function, attribute, shared_bytes),
+                     f"cuFuncSetAttribute({name})")
 
 
 def _split(arg_format: str, fixed: tuple) -> tuple[tuple, int, struct.Struct]:

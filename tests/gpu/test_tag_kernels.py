@@ -255,3 +255,23 @@ def test_a_binding_that_disagrees_with_its_kernel_file_fails_at_load():
                                            "'int grid_length'"):
         MultiAgentVectorEnv(definition, 2, device="cuda", backend="cuda")
 
+
+
+def test_envs_sharing_a_kernel_with_different_shared_memory_both_step(monkeypatch):
+    # The limit on a kernel's dynamic shared memory belongs to the function, not to one
+    # env's launch: making a second env that needs less must not lower it below the
+    # first's (its launches then failed with CUDA_ERROR_INVALID_VALUE).
+    monkeypatch.setenv("GPU_VECENV_TAG_SCAN_HELPERS", "0")
+    envs = []
+    for agents in (128, 120):  # staged rows of K = 16 observations: both above 48 KiB
+        params = tag_params(agents, full=False)
+        params["num_other_agents_observed"] = 16
+        envs.append(TagVectorEnv(2, device="cuda", backend="cuda", **params))
+    big, small = envs
+    assert big.backend._fn.name == small.backend._fn.name
+    assert big.backend._fn.shared_bytes > small.backend._fn.shared_bytes > 48 * 1024
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for env in (big, small, big):
+        env.reset(seed=0)
+        env.step(random_actions(env, gen))
+    torch.cuda.synchronize()

@@ -23,8 +23,8 @@
 
 #define TAG_MAX_OBSERVED 32  // the largest K (num_other_agents_observed) a kernel keeps
 
-// The largest kMax whose kernels have scan helpers (observe_partial): the k32 kernels'
-// second copy of the insertion code (the merge) spilled 270 more bytes of registers.
+// The largest kMax with a scan-helpers kernel (tag_run_k<kMax>_helpers, observe_partial):
+// a k32 one's second copy of the insertion code (the merge) spilled 270 more bytes.
 #define TAG_SCAN_HELPERS_MAX_OBSERVED 16
 
 // An observation holds, per observed other agent, these features (feature-major: all
@@ -453,7 +453,7 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
 // K nearest come out as the serial scan's, ties included. The helper does not know whether
 // its owner's slot shows an observation (that needs the owner's flags of the step): the
 // owner drops the helper's list when it does not.
-template <int kMax, bool kWide>
+template <int kMax, bool kWide, bool kHelpers = false>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
                                 const TagObserver& me, const TagShared& sh, bool tile_ready,
                                 bool visible, float* row) {
@@ -468,7 +468,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const bool playing = ag.on && me.own.in_game != 0;
   const long long game = (long long)ag.g * c.num_agents;
   const bool one_tile = tile_ready || c.num_agents <= (int)blockDim.x;
-  const bool split = kMax <= TAG_SCAN_HELPERS_MAX_OBSERVED && tile_ready && c.scan_helpers;
+  const bool split = kHelpers && tile_ready && c.scan_helpers;
   const int owner = (int)threadIdx.x - c.num_agents;  // of a helper: the agent it helps
   const bool helper = split && owner >= 0 && owner < c.num_agents;
   // A helper's first candidate, its owner's position, and whether the owner is in the game
@@ -604,7 +604,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
 // the block's part of `out` is one contiguous span, written with consecutive threads on
 // consecutive words. Otherwise each thread writes its row straight to global memory (a
 // stride of obs_dim floats between the threads of a warp: 32 sectors per store).
-template <int kMax, bool kWide>
+template <int kMax, bool kWide, bool kHelpers = false>
 __device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
                                   const TagObserver& me, bool tile_ready, bool visible,
                                   float* out) {
@@ -614,7 +614,7 @@ __device__ void write_observation(const TagConsts& c, const TagState& s, const A
   if constexpr (kMax == 0) {
     observe_full(c, s, sh, ag, me, tile_ready, visible, row);
   } else {
-    observe_partial<kMax, kWide>(c, s, ag, me, sh, tile_ready, visible, row);
+    observe_partial<kMax, kWide, kHelpers>(c, s, ag, me, sh, tile_ready, visible, row);
   }
   if (!sh.staged) return;
   __syncthreads();
@@ -672,7 +672,7 @@ __device__ __forceinline__ float table_entry(const float* table, int size, float
 // Global state is written where it changes (not at all in a game with an invalid action).
 // With c.scan_helpers the host launches at least 2A threads: threads A .. 2A-1 are idle
 // (ag.on false) in every phase but the partial observations' scan (observe_partial).
-template <int kMax, bool kWide>
+template <int kMax, bool kWide, bool kHelpers = false>
 __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagBuffers& b,
                                const TagOutputs& o, const long long* __restrict__ action,
                                int mode) {
@@ -793,7 +793,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   // a game that ended. Then kObserveStep. (A loop, so that the block's code holds one copy
   // of the observation code, not two.)
   for (bool final_obs = same_step;; final_obs = false) {
-    write_observation<kMax, kWide>(c, s, ag, TagObserver{me, t}, true, visible,
+    write_observation<kMax, kWide, kHelpers>(c, s, ag, TagObserver{me, t}, true, visible,
                                    final_obs ? o.final_obs : o.obs);
     if (!final_obs) break;
     __syncthreads();  // the tiles and the staged rows are read
@@ -814,13 +814,13 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   if (ag.a == 0) gv_store_game_autoreset(b, g, mode, bad, pending, ended);
 }
 
-template <int kMax, bool kWide>
+template <int kMax, bool kWide, bool kHelpers = false>
 __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
                     const TagOutputs& o, const long long* __restrict__ action,
                     const bool* __restrict__ mask, int blocks_per_game, int mode,
                     int first_phase, int last_phase) {
   if (blocks_per_game == 1 && first_phase == kValidate && last_phase == kObserveStep) {
-    return step_one_block<kMax, kWide>(c, s, b, o, action, mode);
+    return step_one_block<kMax, kWide, kHelpers>(c, s, b, o, action, mode);
   }
   GV_GAME_AGENT(ag, c.num_agents, blocks_per_game)
   const bool same_step = mode == GV_AUTORESET_SAME_STEP;
@@ -876,49 +876,63 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 }
 
 // One kernel per observation layout, so each keeps only the registers it needs:
-// tag_run_full, tag_run_k<kMax> for partial observations of K <= kMax others, and
-// tag_run_k<kMax>_wide with the four-at-a-time scan (for a few very large games).
-#define TAG_KERNEL(suffix, kMax, kWide)                                                     \
+// tag_run_full, tag_run_k<kMax> for partial observations of K <= kMax others,
+// tag_run_k<kMax>_wide with the four-at-a-time scan (for a few very large games), and
+// tag_run_k<kMax>_helpers with scan helpers (launches of at most one block per SM; kept
+// apart so that the other kernels carry none of their code or registers).
+#define TAG_KERNEL(suffix, kMax, kWide, kHelpers)                                           \
   extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(             \
       const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
       const long long* __restrict__ action, const bool* __restrict__ mask,                  \
       int blocks_per_game, int mode, int first_phase, int last_phase) {                     \
-    run<kMax, kWide>(c, s, b, o, action, mask, blocks_per_game, mode, first_phase,          \
-                     last_phase);                                                           \
+    run<kMax, kWide, kHelpers>(c, s, b, o, action, mask, blocks_per_game, mode,             \
+                               first_phase, last_phase);                                    \
   }
 
 // The backend builds only the kernel it launches (-DTAG_ONLY -DTAG_ONLY_<suffix>): a first
-// use compiles one of these eleven, not all. Without TAG_ONLY, all of them.
+// use compiles one of these fifteen, not all. Without TAG_ONLY, all of them.
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_full)
-TAG_KERNEL(full, 0, false)
+TAG_KERNEL(full, 0, false, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4)
-TAG_KERNEL(k4, 4, false)
+TAG_KERNEL(k4, 4, false, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k8)
-TAG_KERNEL(k8, 8, false)
+TAG_KERNEL(k8, 8, false, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k10)
-TAG_KERNEL(k10, 10, false)
+TAG_KERNEL(k10, 10, false, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k16)
-TAG_KERNEL(k16, 16, false)
+TAG_KERNEL(k16, 16, false, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k32)
-TAG_KERNEL(k32, TAG_MAX_OBSERVED, false)
+TAG_KERNEL(k32, TAG_MAX_OBSERVED, false, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4_wide)
-TAG_KERNEL(k4_wide, 4, true)
+TAG_KERNEL(k4_wide, 4, true, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k8_wide)
-TAG_KERNEL(k8_wide, 8, true)
+TAG_KERNEL(k8_wide, 8, true, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k10_wide)
-TAG_KERNEL(k10_wide, 10, true)
+TAG_KERNEL(k10_wide, 10, true, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k16_wide)
-TAG_KERNEL(k16_wide, 16, true)
+TAG_KERNEL(k16_wide, 16, true, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k32_wide)
-TAG_KERNEL(k32_wide, TAG_MAX_OBSERVED, true)
+TAG_KERNEL(k32_wide, TAG_MAX_OBSERVED, true, false)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k4_helpers)
+TAG_KERNEL(k4_helpers, 4, false, true)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k8_helpers)
+TAG_KERNEL(k8_helpers, 8, false, true)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k10_helpers)
+TAG_KERNEL(k10_helpers, 10, false, true)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_k16_helpers)
+TAG_KERNEL(k16_helpers, 16, false, true)
 #endif

@@ -414,6 +414,11 @@ def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
 MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
 SCAN_HELPERS_VARIABLE = "GPU_VECENV_TAG_SCAN_HELPERS"
 SCAN_HELPERS_MAX_OBSERVED = int_constant("tag.cu", "TAG_SCAN_HELPERS_MAX_OBSERVED")
+SCAN_HELPERS_MIN_AGENTS = 32
+"""Under ``auto``, games of fewer agents get no scan helpers: their scan is a few
+candidates, which leaves the helpers' merge and extra barrier little to win back (H200,
+1 game of 5 agents, measured when one kernel held both forms: 4.9 µs a step without
+helpers, 5.3 with)."""
 
 
 def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -> int:
@@ -422,7 +427,8 @@ def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -
     else 1. Helpers need partial observations of K <= 16 (``TAG_SCAN_HELPERS_MAX_OBSERVED``)
     and ``2 * A <= GV_GAME_MAX_BLOCK``; they pay off when the launch has at most one block
     per SM (then each block's serial scan is the step's latency; with more blocks, the extra
-    threads only take issue slots from other blocks). ``$GPU_VECENV_TAG_SCAN_HELPERS``:
+    threads only take issue slots from other blocks) and the games have at least
+    :data:`SCAN_HELPERS_MIN_AGENTS` agents. ``$GPU_VECENV_TAG_SCAN_HELPERS``:
     ``auto`` (default, that rule), ``1`` (on wherever possible) or ``0`` (off), for A/B
     measurements; the results are bit for bit the same."""
     text = os.environ.get(SCAN_HELPERS_VARIABLE, "").strip().lower() or "auto"
@@ -434,7 +440,8 @@ def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -
         return 1
     if text == "1":
         return 2
-    return 2 if num_games <= torch.cuda.get_device_properties(device).multi_processor_count else 1
+    few_games = num_games <= torch.cuda.get_device_properties(device).multi_processor_count
+    return 2 if few_games and params.num_agents >= SCAN_HELPERS_MIN_AGENTS else 1
 
 
 def _scan_helpers(params: TagParams, launch: GameLaunch) -> int:
@@ -479,24 +486,28 @@ KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, sour
 
 KERNELS = tuple(f"tag_run_{suffix}" for suffix in (
     "full", "k4", "k8", "k10", "k16", "k32", "k4_wide", "k8_wide", "k10_wide", "k16_wide",
-    "k32_wide"))
-"""Every kernel of ``tag.cu``: one per observation layout, so each keeps only the
-registers it needs."""
+    "k32_wide", "k4_helpers", "k8_helpers", "k10_helpers", "k16_helpers"))
+"""Every kernel of ``tag.cu``: one per observation layout (and scan form), so each keeps
+only the registers it needs."""
 
 
 def kernel_flags(kernel: str) -> tuple[str, ...]:
-    """The ``-D`` flags that build only ``kernel`` of ``tag.cu``: it holds eleven variants of
+    """The ``-D`` flags that build only ``kernel`` of ``tag.cu``: it holds fifteen variants of
     one template, and compiling all of them made a first Tag env wait 26 s (NVRTC on the
     H200 machine) for the one it launches."""
     return ("-DTAG_ONLY", f"-DTAG_ONLY_{kernel.removeprefix('tag_run_')}")
 
 
 def kernel_name(params: TagParams, blocks: int, device: torch.device) -> str:
-    """``tag_run_full`` or ``tag_run_k<kMax>[_wide]`` (partial, K <= kMax). The wide scan
-    pays off when the launch has too few blocks to fill the GPU."""
+    """``tag_run_full`` or ``tag_run_k<kMax>[_wide|_helpers]`` (partial, K <= kMax). The
+    wide scan pays off when the launch has too few blocks to fill the GPU and its games are
+    larger than a block; ``_helpers`` where :func:`threads_per_agent` gives each agent a
+    scan helper (one block per game: ``blocks`` is the number of games)."""
     if params.use_full_observation:
         return "tag_run_full"
     k_max = next(k for k in (4, 8, 10, 16, MAX_OBSERVED) if params.num_other_agents_observed <= k)
+    if threads_per_agent(params, blocks, device) == 2:
+        return f"tag_run_k{k_max}_helpers"
     few_blocks = blocks < 2 * torch.cuda.get_device_properties(device).multi_processor_count
     return f"tag_run_k{k_max}" + ("_wide" if few_blocks and params.num_agents > 256 else "")
 

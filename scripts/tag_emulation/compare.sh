@@ -21,7 +21,7 @@ build() {  # tag.cu, output binary, extra flags
 }
 git -C "$root" show "${1:-HEAD}:cuda_src/tag.cu" > "$work/tag_ref.cu"
 build "$work/tag_ref.cu" "$work/ref" "-DEMU_TILE_BYTES=${2:-36}"
-build "$root/cuda_src/tag.cu" "$work/new" "-DEMU_SCAN_HELPERS"
+build "$root/cuda_src/tag.cu" "$work/new" "-DEMU_SCAN_HELPERS -DTAG_ONLY_k4_helpers -DTAG_ONLY_k10_helpers"
 fail=0; n=0
 for mode in 0 1 2; do
 for cfg in "3 11 3 0" "4 5 1 4" "2 40 4 5" "2 70 7 10" "1 33 2 0"; do

@@ -36,7 +36,8 @@ def emulated_tag(tmp_path_factory) -> Path:
     exe = out / "harness"
     command = [compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
                f"-I{CUDA_SRC}", f"-I{out}", "-DTAG_ONLY", "-DTAG_ONLY_full", "-DTAG_ONLY_k4",
-               "-DTAG_ONLY_k10", "-DEMU_SCAN_HELPERS", str(HERE / "harness.cpp"), "-o",
+               "-DTAG_ONLY_k10", "-DEMU_SCAN_HELPERS", "-DTAG_ONLY_k4_helpers",
+               "-DTAG_ONLY_k10_helpers", str(HERE / "harness.cpp"), "-o",
                str(exe)]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0 and "barrier" in result.stderr:

@@ -248,6 +248,7 @@ chosen = resolve_num_envs(config, torch.device("cpu"), log=None,
                           agree=lambda n: distributed.agree_min(n, torch.device("cpu")))
 with open(f"{sys.argv[1]}/rank{rank}.json", "w") as f:
     json.dump({"rank": rank, "num_envs": chosen.trainer.num_envs}, f)
+distributed.shutdown()  # (a group left to interpreter exit can abort in gloo's threads)
 """
 
 

@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
   if (helpers) base += A * c.num_observed * 8;  // the helpers' lists
   emu_smem_bytes = staged ? base + block * (D | 1) * 4 : base;
   Kernel k = K == 0 ? tag_run_full : (K <= 4 ? tag_run_k4 : tag_run_k10);
+#ifdef EMU_SCAN_HELPERS
+  if (helpers) k = K <= 4 ? tag_run_k4_helpers : tag_run_k10_helpers;
+#endif
   FILE* f = fopen(out, "wb");
   auto dump = [&]() {
     fwrite(x.data(), 4, N, f); fwrite(y.data(), 4, N, f); fwrite(sp.data(), 4, N, f);

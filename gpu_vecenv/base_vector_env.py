@@ -19,8 +19,9 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from gpu_vecenv import seeding
+from gpu_vecenv.action_sampling import ActionSampler
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
-from gpu_vecenv.buffers import OutputRing, StepOutputs
+from gpu_vecenv.buffers import CAPTURING, OutputRing, StepOutputs
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
 from gpu_vecenv.devices import resolve_device
 from gpu_vecenv.human_window import HumanWindow
@@ -104,6 +105,7 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         """Last: not yet seeded or reset; invalid actions counted on ``buffers``."""
         self._seeded = False
         self._has_reset = False
+        self._action_sampler: ActionSampler | None = None
         self._errors = DeferredErrors(self.buffers.error_count,
                                       asynchronous=self.device.type == "cuda" and not self.strict)
 
@@ -260,7 +262,49 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
             self._np_random, _ = gym.utils.seeding.np_random(value % 2**32)
         b = self.buffers
         reseed(b.seed, b.rng_counter, new, mask if self._seeded else None)
+        if self._action_sampler is not None:
+            self._action_sampler.restart(mask if self._seeded else None)
         self._seeded = True
+
+    # -- random actions on the device --
+
+    def sample_actions(self) -> torch.Tensor:
+        """Random actions for every env, drawn on the env's device: a new tensor in the
+        form ``step()`` takes (``(num_envs,)`` int64 for ``Discrete``, ``(num_envs, *shape)``
+        int64 / float32 for ``MultiDiscrete`` / ``Box``), uniform over the action space.
+
+        The device-side counterpart of ``action_space.sample()`` (numpy, on the host): one
+        small kernel, no host synchronization, and it can be captured in a CUDA graph
+        (each replay draws new actions), e.g. as a random policy of
+        :func:`~gpu_vecenv.capture_rollout`. The actions come from the env's own seeds in
+        a stream of their own (:mod:`gpu_vecenv.action_sampling`): after
+        ``reset(seed=s)`` the same calls give the same actions, on either backend. They
+        are not part of :meth:`get_state` or a pickle (the stream restarts there).
+
+        The first call allocates the sampler (one int32 count per env) and loads its
+        kernel, so it must come before any CUDA-graph capture that uses it.
+
+        Raises:
+            gymnasium.error.ResetNeeded: before the first ``reset()`` (the seeds).
+            RuntimeError: first called while a CUDA graph is being captured.
+            TypeError / ValueError: an action space with no uniform distribution (an
+                unbounded ``Box``).
+        """
+        if self.closed:
+            self._raise_if_closed()
+        sampler = self._action_sampler
+        if sampler is None:
+            if not self._has_reset:
+                raise gym.error.ResetNeeded("call reset() before sample_actions(): the "
+                                            "actions are drawn from the env's seeds")
+            if self.device.type == "cuda" and CAPTURING is not None and CAPTURING():
+                raise RuntimeError("call sample_actions() once before capturing a CUDA "
+                                   "graph with it: its first call allocates device memory")
+            units, _ = self._seed_units()
+            sampler = self._action_sampler = ActionSampler(
+                self.single_action_space, self.num_envs, self.num_envs // units, self.device,
+                use_kernel=self.backend_name == "cuda")
+        return sampler.sample(self.buffers.seed)
 
     # -- rendering / closing --
 
@@ -277,7 +321,7 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         return frames
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.backend = None
+        self.backend = self._action_sampler = None
         self._outputs = self._output_ring = None
         if self._window is not None:
             self._window.close()

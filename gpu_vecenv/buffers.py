@@ -110,7 +110,8 @@ class StepOutputs:
         )
 
 
-_CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+CAPTURING = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+"""Whether torch's current CUDA stream is capturing a graph (``None`` where torch lacks it)."""
 
 
 class OutputRing:
@@ -169,7 +170,7 @@ class OutputRing:
     def next(self) -> StepOutputs:
         """A step's outputs, sharing memory with no other call's."""
         if self._cuda:
-            if _CAPTURING is not None and _CAPTURING():
+            if CAPTURING is not None and CAPTURING():
                 return StepOutputs.allocate(*self._args)
             stream = current_raw_stream(self._device_index)
             if stream != self._stream:

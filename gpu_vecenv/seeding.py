@@ -6,7 +6,8 @@ A draw is a pure function of ``(seed, index, counter, block, stream)``:
 - the Philox counter is ``(counter, index, block, stream)``, where ``index`` is the env
   (or game) index, ``counter`` that env's own count of draws so far (one per reset),
   ``block`` enumerates groups of four 32-bit words within one draw, and ``stream``
-  separates independent uses (``STREAM_RESET`` for initial states).
+  separates independent uses (``STREAM_RESET`` for initial states, ``STREAM_ACTIONS``
+  for random actions).
 
 So results never depend on launch order or on which other envs reset, and the torch
 reference and the kernels (``cuda_src/common/rng.cuh``) produce the same numbers. Words
@@ -34,6 +35,9 @@ PHILOX_ROUNDS = 10
 
 STREAM_RESET = 0
 """Stream id of the draws that make initial states."""
+
+STREAM_ACTIONS = 1
+"""Stream id of the random actions of ``sample_actions()`` (:mod:`gpu_vecenv.action_sampling`)."""
 
 SEED_MAX = 2**64 - 1
 

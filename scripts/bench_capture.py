@@ -1,8 +1,9 @@
 """Captured random-policy roll-outs: CartPole env-steps/s through ``gpu_vecenv.capture_rollout``,
 and with ``--vs gymnax`` gymnax's ``jit(lax.scan(vmap(step)))`` in the same process.
 
-Ours, per env count N: ``GPUCartPole-v1`` (CUDA kernels, NEXT_STEP autoreset), a policy of
-one ``torch.randint`` per step, ``--num-steps`` T steps per call filling the trajectory
+Ours, per env count N: ``GPUCartPole-v1`` (CUDA kernels, NEXT_STEP autoreset), a random
+policy (``--policy``: one ``torch.randint`` per step, the env's own ``env.sample_actions()``,
+or both, each timed), ``--num-steps`` T steps per call filling the trajectory
 storage (obs, actions, rewards, terminated, truncated); the warm-up calls and the capture
 are not timed. Gymnax, per N: the same T steps as one jitted ``lax.scan`` over the vmapped
 ``env.step``, random actions drawn inside the scan (``jax.random.randint``, a key split per
@@ -44,13 +45,22 @@ TARGETS = {1: 1.5}
 """Issue 16's target ratio (ours / gymnax) where it is not 2x."""
 
 
-def bench_ours(n: int, args, device: torch.device, capture: bool = True) -> dict[str, Any]:
-    """Our captured (or, with ``capture=False``, eager) random-policy roll-out."""
+POLICIES = ("randint", "sample_actions")
+
+
+def bench_ours(n: int, args, device: torch.device, capture: bool = True,
+               policy: str = "randint") -> dict[str, Any]:
+    """Our captured (or, with ``capture=False``, eager) random-policy roll-out; ``policy``:
+    one ``torch.randint`` a step, or ``env.sample_actions()``."""
     env = gpu_vecenv.make_vec("GPUCartPole-v1", n, device=device, backend=args.backend,
                               copy=False, autoreset_mode=args.autoreset_mode)
-    rollout = gpu_vecenv.capture_rollout(
-        env, lambda obs: torch.randint(0, 2, (n,), device=device), args.num_steps,
-        capture=capture)
+    if policy == "sample_actions":
+        def act(obs):
+            return env.sample_actions()
+    else:
+        def act(obs):
+            return torch.randint(0, 2, (n,), device=device)
+    rollout = gpu_vecenv.capture_rollout(env, act, args.num_steps, capture=capture)
     obs, _ = env.reset(seed=0)
     for _ in range(WARMUP_CALLS + 2):  # the eager warm-up, the capture, a replay
         obs = rollout(obs).next_obs
@@ -63,7 +73,10 @@ def bench_ours(n: int, args, device: torch.device, capture: bool = True) -> dict
     record = measure(lambda: rollout(next_obs), sync, args.seconds, args.repeats)
     rollout.check_errors()
     name = "gpu_vecenv-captured" if rollout.captured else "gpu_vecenv-eager"
-    record.update(name=name, num_envs=n, backend=env.backend_name, captured=rollout.captured)
+    if policy != "randint":
+        name += f"-{policy}"
+    record.update(name=name, num_envs=n, backend=env.backend_name, captured=rollout.captured,
+                  policy=policy)
     return record
 
 
@@ -99,6 +112,9 @@ def main() -> int:
     parser.add_argument("--autoreset-mode", default="next_step")
     parser.add_argument("--vs", choices=["gymnax"], default=None,
                         help="also time gymnax's scan (where jax and gymnax import)")
+    parser.add_argument("--policy", choices=[*POLICIES, "both"], default="randint",
+                        help="our random policy: torch.randint a step (default), "
+                             "env.sample_actions(), or both (each compared with the peer)")
     parser.add_argument("--eager", action="store_true",
                         help="also time our roll-out with capture=False")
     parser.add_argument("--json", default=None, metavar="PATH", help="write results as JSON")
@@ -110,31 +126,35 @@ def main() -> int:
         if skipped:
             print(f"gymnax not timed: {skipped}", flush=True)
     print(f"CartPole, T = {args.num_steps} steps per call, on {device}", flush=True)
-    print(f"{'':24s} {'num_envs':>9s} {'env-steps/s':>12s} {'us/call':>10s} "
+    print(f"{'':34s} {'num_envs':>9s} {'env-steps/s':>12s} {'us/call':>10s} "
           f"{'host us/call':>13s}", flush=True)
     records, ratios = [], []
+    policies = list(POLICIES) if args.policy == "both" else [args.policy]
     for n in args.sizes:
-        points = [bench_ours(n, args, device)]
+        ours_points = [bench_ours(n, args, device, policy=p) for p in policies]
+        points = list(ours_points)
         if args.eager:
-            points.append(bench_ours(n, args, device, capture=False))
+            points += [bench_ours(n, args, device, capture=False, policy=p) for p in policies]
         free_gpu_memory(device)  # the last size's storage and graph, before the next
         if args.vs == "gymnax" and not skipped:
             points += [bench_gymnax(n, args, trajectory=False),
                        bench_gymnax(n, args, trajectory=True)]
         for point in points:
             point["env_steps_per_s"] = n * args.num_steps / point["seconds_per_call"]
-            print(f"{point['name']:24s} {n:>9d} {_rate(point['env_steps_per_s']):>12s} "
+            print(f"{point['name']:34s} {n:>9d} {_rate(point['env_steps_per_s']):>12s} "
                   f"{point['seconds_per_call'] * 1e6:>10.1f} "
                   f"{point['host_seconds_per_call'] * 1e6:>13.1f}", flush=True)
         records += points
-        ours = points[0]["env_steps_per_s"]
-        for peer in points[1:]:
-            if peer["name"].startswith("gymnax"):
+        for ours in ours_points:
+            for peer in points:
+                if not peer["name"].startswith("gymnax"):
+                    continue
                 target = TARGETS.get(n, 2.0)
-                ratio = ours / peer["env_steps_per_s"]
-                ratios.append({"num_envs": n, "vs": peer["name"], "ratio": ratio,
-                               "target": target, "met": ratio >= target})
-                print(f"{'':24s} {'':>9s} ours / {peer['name']}: {ratio:.2f}x "
+                ratio = ours["env_steps_per_s"] / peer["env_steps_per_s"]
+                ratios.append({"num_envs": n, "ours": ours["name"], "policy": ours["policy"],
+                               "vs": peer["name"], "ratio": ratio, "target": target,
+                               "met": ratio >= target})
+                print(f"{'':34s} {'':>9s} {ours['name']} / {peer['name']}: {ratio:.2f}x "
                       f"(target {target}x: {'met' if ratio >= target else 'NOT met'})",
                       flush=True)
     if args.json:

@@ -66,10 +66,12 @@ def bytes_per_step(env) -> int:
     return env.num_envs * per_slot + state
 
 
-ACTIONS = ("pool", "per-step", "captured")
+ACTIONS = ("pool", "per-step", "captured", "sampled")
 """Where our actions come from: a pool of 8 batches drawn beforehand; one torch.randint on the
-device before every step (as a user's loop has); or that loop captured as one CUDA-graph
-replay of --steps steps (capture_rollout, a trajectory recorded)."""
+device before every step (as a user's loop has); that loop captured as one CUDA-graph
+replay of --steps steps (capture_rollout, a trajectory recorded); or the captured loop with
+``env.sample_actions()`` as the policy (the env's own random actions, as WarpDrive's
+sampler draws its own)."""
 
 
 def tag_params(params: dict) -> dict:
@@ -107,12 +109,14 @@ def time_case(cls, games, params, device, backend, steps, repeats=5, actions="po
     else:
         def action(k):
             return pool[k % 8]
-    if actions == "captured":
+    if actions in ("captured", "sampled"):
         from gpu_vecenv.captured_rollout import capture_rollout
 
-        # ``steps`` steps of a torch.randint policy as one CUDA-graph replay, a trajectory
-        # recorded; three calls first (the warm-up calls and the capture).
-        rollout = capture_rollout(env, lambda obs: action(0), steps)
+        # ``steps`` steps of a torch.randint (or sample_actions) policy as one CUDA-graph
+        # replay, a trajectory recorded; three calls first (the warm-up calls and the capture).
+        policy = (lambda obs: env.sample_actions()) if actions == "sampled" else \
+            (lambda obs: action(0))
+        rollout = capture_rollout(env, policy, steps)
         state = {"obs": env.reset(seed=0)[0]}
 
         def run():

@@ -19,7 +19,8 @@
 #define GV_PHILOX_W0 0x9E3779B9u
 #define GV_PHILOX_W1 0xBB67AE85u
 
-#define GV_STREAM_RESET 0u
+#define GV_STREAM_RESET 0u    // initial states
+#define GV_STREAM_ACTIONS 1u  // sample_actions.cu: random actions
 
 struct GvWords4 {
   uint32_t w[4];

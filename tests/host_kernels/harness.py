@@ -53,6 +53,18 @@ def run_rng(exe: Path, tmp: Path, seed, index, counter, stream: int):
     return words, uniforms
 
 
+def run_sample(exe: Path, tmp: Path, kind: str, seed, counter, low, high) -> np.ndarray:
+    """``sample_actions.cu``'s actions ``(n, dims)`` (int64 or float32) of slots ``0..n-1``
+    with the given seeds and counters (uint32); ``low``/``high`` as ``ActionSampler``'s."""
+    n, dims = len(seed), len(low)
+    dtype = np.int64 if kind == "discrete" else np.float32
+    payload = _header(0, n, dims, 0, 0, False) + b"".join((
+        np.asarray(seed, dtype=np.int64).tobytes(), np.asarray(counter, dtype=np.uint32).tobytes(),
+        np.asarray(low, dtype=dtype).tobytes(), np.asarray(high, dtype=dtype).tobytes()))
+    raw = _call(exe, f"sample_{kind}", tmp, payload)
+    return np.frombuffer(raw, dtype=dtype).reshape(n, dims)
+
+
 def run_layout(exe: Path, tmp: Path, source: str) -> str:
     """The ``Consts`` layout text of ``cuda_src/<source>.cu`` (what its kernels export as
     ``<source>_consts_layout``)."""

@@ -1,6 +1,10 @@
 // Runs the kernels' __host__ __device__ code on the CPU, for tests without a GPU.
 //
 //   host_harness rng  IN OUT   Philox words and uniforms (cuda_src/common/rng.cuh)
+//   host_harness sample_discrete|sample_box IN OUT
+//                              random actions (sample_actions.cu): one slot per row, the
+//                              slot's seed and counter given, num_envs = slots,
+//                              max_episode_steps = components per action
 //   host_harness ENV  IN OUT   one step / reset / observe of every env in the batch through
 //                              the same gv_* functions the kernels call per thread (a step
 //                              with envs_per_thread E > 1 goes through gv_step_chunk, one
@@ -19,6 +23,7 @@
 #include "mountain_car.cu"
 #include "mountain_car_continuous.cu"
 #include "pendulum.cu"
+#include "sample_actions.cu"
 
 namespace {
 
@@ -69,6 +74,31 @@ int run_rng(const Header& h, FILE* in, FILE* out) {
   }
   write_from(out, words);
   write_from(out, uniforms);
+  return 0;
+}
+
+// Seeds (n,) int64, counters (n,) uint32, then low and high (dims,) (int64 start and count,
+// or float32); writes (n, dims) actions.
+template <class T>
+int run_sample(const Header& h, FILE* in, FILE* out) {
+  const size_t n = (size_t)h.num_envs, dims = (size_t)h.max_episode_steps;
+  std::vector<long long> seed;
+  std::vector<unsigned int> counter;
+  std::vector<T> low, high, actions(n * dims);
+  read_into(in, seed, n);
+  read_into(in, counter, n);
+  read_into(in, low, dims);
+  read_into(in, high, dims);
+  for (size_t s = 0; s < n; ++s) {
+    if constexpr (sizeof(T) == 8) {
+      gv_sample_discrete_slot(seed[s], (long long)s, counter[s], (int)dims, low.data(),
+                              high.data(), actions.data() + s * dims);
+    } else {
+      gv_sample_box_slot(seed[s], (long long)s, counter[s], (int)dims, low.data(), high.data(),
+                         actions.data() + s * dims);
+    }
+  }
+  write_from(out, actions);
   return 0;
 }
 
@@ -187,6 +217,8 @@ int main(int argc, char** argv) {
   const char* env = argv[1];
   int rc = 1;
   if (!strcmp(env, "rng")) rc = run_rng(h, in, out);
+  else if (!strcmp(env, "sample_discrete")) rc = run_sample<long long>(h, in, out);
+  else if (!strcmp(env, "sample_box")) rc = run_sample<float>(h, in, out);
   else if (!strcmp(env, "cartpole")) rc = run_env<CartPole>(h, in, out);
   else if (!strcmp(env, "acrobot")) rc = run_env<Acrobot>(h, in, out);
   else if (!strcmp(env, "mountain_car")) rc = run_env<MountainCar>(h, in, out);

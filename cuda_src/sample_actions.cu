@@ -1,0 +1,77 @@
+// Random actions drawn on the device: what an env's sample_actions() returns. Bit-identical
+// to the torch definition in gpu_vecenv/action_sampling.py.
+//
+// Slot s of n (an env, or an agent of a game) takes the `dims` components of its action from
+// one draw of the env's counter-based RNG (common/rng.cuh):
+//   seed    = seeds[s / slots_per_seed]  (the env's seed, or its game's)
+//   index   = s
+//   counter = counters[s]                (the slot's own count of samples, 32 bits)
+//   stream  = GV_STREAM_ACTIONS
+// component k being word k of that draw. A component is
+//   Discrete / MultiDiscrete: start[k] + (word * count[k]) >> 32, the product in 64 bits
+//                             (count[k] <= 2^31, so the bias is below count / 2^32);
+//   Box (bounded):           low[k] + (high[k] - low[k]) * u, u = (word >> 8) * 2^-24,
+//                             as gv_uniform_range (-fmad=false: nothing fuses).
+// Then counters[s] += 1 (mod 2^32). One thread per slot: a slot's counter is read and written
+// by its own thread only, so a launch needs no ordering between threads, and a CUDA graph that
+// holds the launch draws new actions on every replay.
+#include "common/rng.cuh"
+
+GV_HD long long gv_discrete_from_word(uint32_t word, long long start, long long count) {
+  return start + (long long)(((uint64_t)word * (uint64_t)count) >> 32);
+}
+
+// The `dims` components of slot `slot`'s action into out[0 .. dims-1].
+GV_HD void gv_sample_discrete_slot(long long seed, long long slot, uint32_t counter, int dims,
+                                   const long long* start, const long long* count,
+                                   long long* out) {
+  for (int block = 0; 4 * block < dims; ++block) {
+    const GvWords4 w = gv_random_block(seed, slot, (long long)counter, (uint32_t)block,
+                                       GV_STREAM_ACTIONS);
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const int k = 4 * block + lane;
+      if (k < dims) out[k] = gv_discrete_from_word(w.w[lane], start[k], count[k]);
+    }
+  }
+}
+
+GV_HD void gv_sample_box_slot(long long seed, long long slot, uint32_t counter, int dims,
+                              const float* low, const float* high, float* out) {
+  for (int block = 0; 4 * block < dims; ++block) {
+    const GvWords4 w = gv_random_block(seed, slot, (long long)counter, (uint32_t)block,
+                                       GV_STREAM_ACTIONS);
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const int k = 4 * block + lane;
+      if (k < dims) out[k] = gv_uniform_range(gv_uniform01(w.w[lane]), low[k], high[k]);
+    }
+  }
+}
+
+// out: (n, dims) int64; counters: (n,) uint32 (stored as int32); seeds: (n / slots_per_seed,)
+// int64; start, count: (dims,) int64.
+extern "C" __global__ void sample_discrete_actions(
+    long long* __restrict__ out, unsigned int* __restrict__ counters,
+    const long long* __restrict__ seeds, const long long* __restrict__ start,
+    const long long* __restrict__ count, int n, int slots_per_seed, int dims) {
+  const int slot = blockIdx.x * blockDim.x + threadIdx.x;
+  if (slot >= n) return;
+  const unsigned int counter = counters[slot];
+  gv_sample_discrete_slot(seeds[slot / slots_per_seed], slot, counter, dims, start, count,
+                          out + (long long)slot * dims);
+  counters[slot] = counter + 1u;
+}
+
+// out: (n, dims) float32; low, high: (dims,) float32, finite; the rest as above.
+extern "C" __global__ void sample_box_actions(
+    float* __restrict__ out, unsigned int* __restrict__ counters,
+    const long long* __restrict__ seeds, const float* __restrict__ low,
+    const float* __restrict__ high, int n, int slots_per_seed, int dims) {
+  const int slot = blockIdx.x * blockDim.x + threadIdx.x;
+  if (slot >= n) return;
+  const unsigned int counter = counters[slot];
+  gv_sample_box_slot(seeds[slot / slots_per_seed], slot, counter, dims, low, high,
+                     out + (long long)slot * dims);
+  counters[slot] = counter + 1u;
+}

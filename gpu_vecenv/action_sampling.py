@@ -36,8 +36,6 @@ MAX_CHOICES = 2**31
 """Largest ``Discrete`` / ``MultiDiscrete`` size the sampler draws from (the word times the
 size must fit in int64 on the torch side)."""
 
-BLOCK_SIZE = 256
-
 
 class ActionSampler:
     """Random actions of one env's batched action space, drawn where the env runs.
@@ -149,6 +147,7 @@ class _SampleKernel:
 
     def __init__(self, sampler: ActionSampler):
         from gpu_vecenv.backends.compiler import load_module
+        from gpu_vecenv.backends.cuda import BLOCK_SIZE
         from gpu_vecenv.backends.launch import Kernel
 
         index = sampler.device.index if sampler.device.index is not None else 0

@@ -166,25 +166,29 @@ GV_HD void gv_step_math(const typename Env::Consts& c, const GvEnvBuffers& b, fl
   }
 }
 
-// One env of TorchBackend.step, one thread: gv_step_math between its loads and stores.
-// Returns whether the action was invalid. prefetch_rng: the env's seed and RNG counter
-// are loaded with the step's other inputs, whether or not it resets (<name>_step_small).
+// One env's step inputs (its action, pending flag, elapsed steps and state) into e; with
+// prefetch_rng also its seed and RNG counter, whether or not it resets (<name>_step_small).
+// Every load, none behind a branch: they are all in flight together.
 template <class Env>
-GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
-                       const GvEnvBuffers& b, const typename Env::ActionT* action,
-                       const GvStepOutputs& out, int i, int max_episode_steps, int mode,
-                       bool prefetch_rng) {
-  // Every load first, none behind a branch: they are all in flight together.
-  GvEnvStep<Env> e;
+GV_HD void gv_load_step_inputs(const GvStatePtrs<Env::kStateDim>& sp, const GvEnvBuffers& b,
+                               const typename Env::ActionT* action, int i, bool prefetch_rng,
+                               GvEnvStep<Env>& e) {
   e.rng_loaded = prefetch_rng;
   e.seed = prefetch_rng ? b.seed[i] : 0;
   e.rng_counter = prefetch_rng ? b.rng_counter[i] : 0;
 #pragma unroll
   for (int k = 0; k < Env::kActionDim; ++k) e.a[k] = action[(long long)i * Env::kActionDim + k];
-  const bool pending = b.autoreset_pending[i];
-  e.pending = pending;
+  e.pending = b.autoreset_pending[i];
   e.elapsed = b.elapsed[i];
   gv_load_state<Env::kStateDim>(sp, i, e.s);
+}
+
+// gv_step_math on loaded inputs, then every store. Returns whether the action was invalid.
+template <class Env>
+GV_HD bool gv_finish_step(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
+                          const GvEnvBuffers& b, const GvStepOutputs& out, int i,
+                          int max_episode_steps, int mode, GvEnvStep<Env>& e) {
+  const bool pending = e.pending;
   gv_step_math<Env>(c, b, out.final_obs, i, max_episode_steps, mode, e);
   if (e.valid) {
     b.elapsed[i] = e.elapsed;
@@ -197,6 +201,51 @@ GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kSt
   out.truncated[i] = e.truncated;
   b.invalid_action[i] = !e.valid;
   return !e.valid;
+}
+
+// One env of TorchBackend.step, one thread: gv_step_math between its loads and stores.
+// Returns whether the action was invalid.
+template <class Env>
+GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
+                       const GvEnvBuffers& b, const typename Env::ActionT* action,
+                       const GvStepOutputs& out, int i, int max_episode_steps, int mode,
+                       bool prefetch_rng) {
+  GvEnvStep<Env> e;
+  gv_load_step_inputs<Env>(sp, b, action, i, prefetch_rng, e);
+  return gv_finish_step<Env>(c, sp, b, out, i, max_episode_steps, mode, e);
+}
+
+// Envs first, first + stride, ... < num_envs of TorchBackend.step, one thread, software
+// pipelined (<name>_step_pipelined): the next env's inputs are loaded before this env's math
+// and stores, and a NEXT_STEP reset's seed and RNG counter as soon as its pending flag is in,
+// so a thread always has the next env's loads in flight while it waits on a reset's (a
+// second, dependent round trip that would otherwise leave its warp with nothing in flight).
+// Returns how many actions were invalid.
+template <class Env>
+GV_HD int gv_step_strided(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
+                          const GvEnvBuffers& b, const typename Env::ActionT* action,
+                          const GvStepOutputs& out, int first, int stride, int num_envs,
+                          int max_episode_steps, int mode) {
+  int invalid = 0;
+  if (first >= num_envs) return 0;
+  GvEnvStep<Env> e;
+  gv_load_step_inputs<Env>(sp, b, action, first, false, e);
+  for (int i = first;;) {
+    if (mode == GV_AUTORESET_NEXT_STEP && e.pending) {
+      e.seed = b.seed[i];
+      e.rng_counter = b.rng_counter[i];
+      e.rng_loaded = true;
+    }
+    const int next = i + stride;
+    const bool more = next < num_envs && next > i;  // (next > i: no int overflow)
+    GvEnvStep<Env> e_next;
+    if (more) gv_load_step_inputs<Env>(sp, b, action, next, false, e_next);
+    invalid += gv_finish_step<Env>(c, sp, b, out, i, max_episode_steps, mode, e);
+    if (!more) break;
+    e = e_next;
+    i = next;
+  }
+  return invalid;
 }
 
 // Which per-env arrays of a step start where blocks of E envs can be read and written whole
@@ -399,6 +448,15 @@ static_assert(GV_ENVS_PER_THREAD == 1 || GV_ENVS_PER_THREAD == 2 || GV_ENVS_PER_
                                                  autoreset_mode, layout, false);             \
       if (invalid) atomicAdd(b.error_count, invalid);                                        \
     }                                                                                        \
+  }                                                                                          \
+  extern "C" __global__ void GV_STEP_BOUNDS name##_step_pipelined(                           \
+      const Env::Consts c, const GvStatePtrs<Env::kStateDim> sp, const GvEnvBuffers b,       \
+      const Env::ActionT* __restrict__ action, const GvStepOutputs out, int num_envs,        \
+      int max_episode_steps, int autoreset_mode) {                                           \
+    const int invalid = gv_step_strided<Env>(                                                \
+        c, sp, b, action, out, (int)(blockIdx.x * blockDim.x + threadIdx.x),                 \
+        (int)(blockDim.x * gridDim.x), num_envs, max_episode_steps, autoreset_mode);         \
+    if (invalid) atomicAdd(b.error_count, invalid);                                          \
   }                                                                                          \
   extern "C" __global__ void name##_step_small(                                              \
       const Env::Consts c, const GvStatePtrs<Env::kStateDim> sp, const GvEnvBuffers b,       \

@@ -215,11 +215,32 @@ GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kSt
   return gv_finish_step<Env>(c, sp, b, out, i, max_episode_steps, mode, e);
 }
 
+// One stage of gv_step_strided: env `next`'s loads into e_next (where `more`), then env i's
+// reset loads (NEXT_STEP, pending), math and stores from e.
+template <class Env>
+GV_HD int gv_strided_stage(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
+                           const GvEnvBuffers& b, const typename Env::ActionT* action,
+                           const GvStepOutputs& out, int i, int next, bool more,
+                           int max_episode_steps, int mode, GvEnvStep<Env>& e,
+                           GvEnvStep<Env>& e_next) {
+  // The next env's loads first: they need nothing of this env, so they are in flight
+  // while this env's inputs (issued one stage ago) and its reset's loads arrive.
+  if (more) gv_load_step_inputs<Env>(sp, b, action, next, false, e_next);
+  if (mode == GV_AUTORESET_NEXT_STEP && e.pending) {
+    e.seed = b.seed[i];
+    e.rng_counter = b.rng_counter[i];
+    e.rng_loaded = true;
+  }
+  return gv_finish_step<Env>(c, sp, b, out, i, max_episode_steps, mode, e) ? 1 : 0;
+}
+
 // Envs first, first + stride, ... < num_envs of TorchBackend.step, one thread, software
-// pipelined (<name>_step_pipelined): the next env's inputs are loaded before this env's math
-// and stores, and a NEXT_STEP reset's seed and RNG counter as soon as its pending flag is in,
-// so a thread always has the next env's loads in flight while it waits on a reset's (a
+// pipelined (<name>_step_pipelined): the next env's inputs are loaded before this env's are
+// used, and a NEXT_STEP reset's seed and RNG counter as soon as its pending flag is in, so a
+// thread has two envs' loads in flight, and the next env's while it waits on a reset's (a
 // second, dependent round trip that would otherwise leave its warp with nothing in flight).
+// Two stages per loop turn, each loading into the other's registers: a copy of the loaded
+// values at the end of a turn would wait for the loads to arrive.
 // Returns how many actions were invalid.
 template <class Env>
 GV_HD int gv_step_strided(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
@@ -228,21 +249,20 @@ GV_HD int gv_step_strided(const typename Env::Consts& c, const GvStatePtrs<Env::
                           int max_episode_steps, int mode) {
   int invalid = 0;
   if (first >= num_envs) return 0;
-  GvEnvStep<Env> e;
-  gv_load_step_inputs<Env>(sp, b, action, first, false, e);
+  GvEnvStep<Env> even, odd;
+  gv_load_step_inputs<Env>(sp, b, action, first, false, even);
   for (int i = first;;) {
-    if (mode == GV_AUTORESET_NEXT_STEP && e.pending) {
-      e.seed = b.seed[i];
-      e.rng_counter = b.rng_counter[i];
-      e.rng_loaded = true;
-    }
-    const int next = i + stride;
-    const bool more = next < num_envs && next > i;  // (next > i: no int overflow)
-    GvEnvStep<Env> e_next;
-    if (more) gv_load_step_inputs<Env>(sp, b, action, next, false, e_next);
-    invalid += gv_finish_step<Env>(c, sp, b, out, i, max_episode_steps, mode, e);
+    int next = i + stride;
+    bool more = next < num_envs && next > i;  // (next > i: no int overflow)
+    invalid += gv_strided_stage<Env>(c, sp, b, action, out, i, next, more, max_episode_steps,
+                                     mode, even, odd);
     if (!more) break;
-    e = e_next;
+    i = next;
+    next = i + stride;
+    more = next < num_envs && next > i;
+    invalid += gv_strided_stage<Env>(c, sp, b, action, out, i, next, more, max_episode_steps,
+                                     mode, odd, even);
+    if (!more) break;
     i = next;
   }
   return invalid;

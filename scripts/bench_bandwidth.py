@@ -53,8 +53,7 @@ ENVS = ["GPUCartPole-v1", "GPUPendulum-v1", "GPUAcrobot-v1", "GPUMountainCar-v0"
 POOL = 8
 CHECK_SIZES = (1, 4099, 4_194_307)
 MODES = ("next_step", "same_step", "disabled")
-VARIABLES = ("GPU_VECENV_ENVS_PER_THREAD", "GPU_VECENV_STEP_MIN_BLOCKS",
-             "GPU_VECENV_STEP_KERNEL")
+VARIABLES = ("GPU_VECENV_ENVS_PER_THREAD", "GPU_VECENV_STEP_MIN_BLOCKS")
 
 
 def _parse_variant(text: str) -> tuple[int, int | None]:
@@ -75,10 +74,8 @@ def make(env_id: str, n: int, variant: tuple[int, int | None], **kwargs):
         os.environ["GPU_VECENV_STEP_MIN_BLOCKS"] = str(min_blocks)
     else:
         os.environ.pop("GPU_VECENV_STEP_MIN_BLOCKS", None)
-    # The variants are of <name>_step; the backend would take <name>_step_small or
-    # <name>_step_pipelined (one env per thread), so that choice is switched off here (a
-    # gpu_vecenv from before $GPU_VECENV_STEP_KERNEL: SMALL_STEP_MAX_ENVS = 0).
-    os.environ["GPU_VECENV_STEP_KERNEL"] = "step"
+    # The variants are of <name>_step; at small sizes the backend would take
+    # <name>_step_small (one env per thread), so that choice is switched off here.
     small_max = getattr(cuda_backend, "SMALL_STEP_MAX_ENVS", None)
     if small_max is not None:
         cuda_backend.SMALL_STEP_MAX_ENVS = 0

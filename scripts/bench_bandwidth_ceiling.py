@@ -7,6 +7,10 @@ round by round (median of ``--repeats`` rounds of ``--launches`` launches betwee
 - ``step``: the env's own step kernel (``env.backend.step`` into the env's outputs, NEXT_STEP,
   ``copy=False``, a pool of 8 random action batches; the kernel the backend picks at this
   size, named in the output);
+- ``step, no episode ends`` (CartPole): the same kernel on an env whose episodes never end
+  (``x_threshold`` and ``theta_threshold_radians`` 1e9, no time limit), so no step resets
+  an env: what the resets cost (a reset's seed and RNG counter are a second round trip to
+  memory, taken by most warps at 4M envs);
 - ``traffic``: ``step_traffic`` of ``scripts/bandwidth_ceiling.cu``: the same per-env arrays,
   layout, access widths and launch shape (one env per thread, 256-thread blocks), every load
   and store, no arithmetic: the ceiling of this access pattern;
@@ -51,9 +55,12 @@ def timed(fn, launches: int) -> float:
     return start.elapsed_time(end) / 1e3 / launches
 
 
-def kernels(env_id: str, n: int, device: torch.device) -> dict:
-    """The three launches of one env, as argument-less callables."""
-    env = make_vec(env_id, n, device=device, backend="cuda", copy=False, strict=False)
+NEVER_ENDING = {"GPUCartPole-v1": dict(x_threshold=1e9, theta_threshold_radians=1e9)}
+"""Params under which an env's episodes do not end within a benchmark."""
+
+
+def stepper(env):
+    """``(launch, action pool)``: the env's backend step over a pool of 8 action batches."""
     env.reset(seed=0)
     pool = _action_pool(env, 8)
     calls = {"k": 0}
@@ -61,6 +68,19 @@ def kernels(env_id: str, n: int, device: torch.device) -> dict:
     def step():
         calls["k"] += 1
         env.backend.step(pool[calls["k"] % 8], env._outputs)
+
+    return step, pool
+
+
+def kernels(env_id: str, n: int, device: torch.device) -> dict:
+    """The three launches of one env, as argument-less callables."""
+    env = make_vec(env_id, n, device=device, backend="cuda", copy=False, strict=False)
+    step, pool = stepper(env)
+    launches = {"step": step}
+    if env_id in NEVER_ENDING:
+        endless = make_vec(env_id, n, device=device, backend="cuda", copy=False, strict=False,
+                           max_episode_steps=2**30, **NEVER_ENDING[env_id])
+        launches["step, no episode ends"] = stepper(endless)[0]
 
     state_dim = len(env.definition.state_fields)
     action = pool[0]
@@ -94,7 +114,7 @@ def kernels(env_id: str, n: int, device: torch.device) -> dict:
 
     return dict(env=env, bytes_per_env=bytes_per_env, keep=(arrays, action, src, dst),
                 step_kernel=env.backend._step_fn.name,
-                launches={"step": step, "traffic": traffic, "copy": copy})
+                launches={**launches, "traffic": traffic, "copy": copy})
 
 
 def main() -> int:
@@ -125,8 +145,9 @@ def main() -> int:
                                 seconds_per_launch=seconds, env_steps_per_s=rate,
                                 bytes_per_env_step=case["bytes_per_env"],
                                 fraction_of_copy_bandwidth=share))
-            print(f"{env_id:16s} {label:30s} {seconds * 1e6:8.1f} us  {rate / 1e9:6.2f} G env-steps/s"
-                  f"  {100 * share:5.1f} % of copy bandwidth ({case['bytes_per_env']} B/env)")
+            print(f"{env_id:16s} {label:30s} {seconds * 1e6:8.1f} us  "
+                  f"{rate / 1e9:6.2f} G env-steps/s  {100 * share:5.1f} % of copy bandwidth "
+                  f"({case['bytes_per_env']} B/env)")
         case["env"].close()
     if args.json:
         with open(args.json, "w") as f:

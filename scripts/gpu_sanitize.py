@@ -5,10 +5,10 @@
 
 Each tool runs this script again under ``compute-sanitizer`` with ``--drive``: every
 classic env, in all three autoreset modes, at sizes that are not multiples of the block
-(1, 1000), with each step kernel (``_step_small``, ``_step`` and ``_step_pipelined``, the
-last on one block so that each thread steps several envs): full and masked resets,
+(1, 1000), with both step kernels (``_step_small`` and ``_step``): full and masked resets,
 30 steps with 5% invalid actions (so the autoreset, time limit and error-count paths all
-run), state injection and observe. Exit status 0 only if
+run), state injection, observe and ``sample_actions()`` (``sample_actions.cu``). Exit
+status 0 only if
 every tool reports "ERROR SUMMARY: 0 errors".
 """
 
@@ -35,16 +35,19 @@ def drive() -> None:
     from gpu_vecenv.entry_points import make_vec
 
     gen = torch.Generator(device="cuda").manual_seed(0)
-    cuda_backend.PIPELINED_MAX_BLOCKS = 1
+    small_max = cuda_backend.SMALL_STEP_MAX_ENVS
     for env_id in CLASSIC_IDS:
-        for mode, kernel in itertools.product(AutoresetMode, ("small", "step", "pipelined")):
-            os.environ["GPU_VECENV_STEP_KERNEL"] = kernel
+        for mode, small in itertools.product(AutoresetMode, (True, False)):
+            # both step kernels: <name>_step_small and <name>_step
+            cuda_backend.SMALL_STEP_MAX_ENVS = small_max if small else 0
             for n in (1, 1000):
                 env = make_vec(env_id, n, device="cuda", backend="cuda", autoreset_mode=mode,
                                strict=False, max_episode_steps=7)
                 env.reset(seed=1)
                 space = env.single_action_space
                 for t in range(30):
+                    if t % 3 == 0:
+                        env.sample_actions()
                     if env.actions.kind == "discrete":
                         action = torch.randint(-1, int(space.n) + 1, (n,), device="cuda",
                                                generator=gen)

@@ -166,29 +166,25 @@ GV_HD void gv_step_math(const typename Env::Consts& c, const GvEnvBuffers& b, fl
   }
 }
 
-// One env's step inputs (its action, pending flag, elapsed steps and state) into e; with
-// prefetch_rng also its seed and RNG counter, whether or not it resets (<name>_step_small).
-// Every load, none behind a branch: they are all in flight together.
+// One env of TorchBackend.step, one thread: gv_step_math between its loads and stores.
+// Returns whether the action was invalid. prefetch_rng: the env's seed and RNG counter
+// are loaded with the step's other inputs, whether or not it resets (<name>_step_small).
 template <class Env>
-GV_HD void gv_load_step_inputs(const GvStatePtrs<Env::kStateDim>& sp, const GvEnvBuffers& b,
-                               const typename Env::ActionT* action, int i, bool prefetch_rng,
-                               GvEnvStep<Env>& e) {
+GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
+                       const GvEnvBuffers& b, const typename Env::ActionT* action,
+                       const GvStepOutputs& out, int i, int max_episode_steps, int mode,
+                       bool prefetch_rng) {
+  // Every load first, none behind a branch: they are all in flight together.
+  GvEnvStep<Env> e;
   e.rng_loaded = prefetch_rng;
   e.seed = prefetch_rng ? b.seed[i] : 0;
   e.rng_counter = prefetch_rng ? b.rng_counter[i] : 0;
 #pragma unroll
   for (int k = 0; k < Env::kActionDim; ++k) e.a[k] = action[(long long)i * Env::kActionDim + k];
-  e.pending = b.autoreset_pending[i];
+  const bool pending = b.autoreset_pending[i];
+  e.pending = pending;
   e.elapsed = b.elapsed[i];
   gv_load_state<Env::kStateDim>(sp, i, e.s);
-}
-
-// gv_step_math on loaded inputs, then every store. Returns whether the action was invalid.
-template <class Env>
-GV_HD bool gv_finish_step(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
-                          const GvEnvBuffers& b, const GvStepOutputs& out, int i,
-                          int max_episode_steps, int mode, GvEnvStep<Env>& e) {
-  const bool pending = e.pending;
   gv_step_math<Env>(c, b, out.final_obs, i, max_episode_steps, mode, e);
   if (e.valid) {
     b.elapsed[i] = e.elapsed;
@@ -201,71 +197,6 @@ GV_HD bool gv_finish_step(const typename Env::Consts& c, const GvStatePtrs<Env::
   out.truncated[i] = e.truncated;
   b.invalid_action[i] = !e.valid;
   return !e.valid;
-}
-
-// One env of TorchBackend.step, one thread: gv_step_math between its loads and stores.
-// Returns whether the action was invalid.
-template <class Env>
-GV_HD bool gv_step_env(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
-                       const GvEnvBuffers& b, const typename Env::ActionT* action,
-                       const GvStepOutputs& out, int i, int max_episode_steps, int mode,
-                       bool prefetch_rng) {
-  GvEnvStep<Env> e;
-  gv_load_step_inputs<Env>(sp, b, action, i, prefetch_rng, e);
-  return gv_finish_step<Env>(c, sp, b, out, i, max_episode_steps, mode, e);
-}
-
-// One stage of gv_step_strided: env `next`'s loads into e_next (where `more`), then env i's
-// reset loads (NEXT_STEP, pending), math and stores from e.
-template <class Env>
-GV_HD int gv_strided_stage(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
-                           const GvEnvBuffers& b, const typename Env::ActionT* action,
-                           const GvStepOutputs& out, int i, int next, bool more,
-                           int max_episode_steps, int mode, GvEnvStep<Env>& e,
-                           GvEnvStep<Env>& e_next) {
-  // The next env's loads first: they need nothing of this env, so they are in flight
-  // while this env's inputs (issued one stage ago) and its reset's loads arrive.
-  if (more) gv_load_step_inputs<Env>(sp, b, action, next, false, e_next);
-  if (mode == GV_AUTORESET_NEXT_STEP && e.pending) {
-    e.seed = b.seed[i];
-    e.rng_counter = b.rng_counter[i];
-    e.rng_loaded = true;
-  }
-  return gv_finish_step<Env>(c, sp, b, out, i, max_episode_steps, mode, e) ? 1 : 0;
-}
-
-// Envs first, first + stride, ... < num_envs of TorchBackend.step, one thread, software
-// pipelined (<name>_step_pipelined): the next env's inputs are loaded before this env's are
-// used, and a NEXT_STEP reset's seed and RNG counter as soon as its pending flag is in, so a
-// thread has two envs' loads in flight, and the next env's while it waits on a reset's (a
-// second, dependent round trip that would otherwise leave its warp with nothing in flight).
-// Two stages per loop turn, each loading into the other's registers: a copy of the loaded
-// values at the end of a turn would wait for the loads to arrive.
-// Returns how many actions were invalid.
-template <class Env>
-GV_HD int gv_step_strided(const typename Env::Consts& c, const GvStatePtrs<Env::kStateDim>& sp,
-                          const GvEnvBuffers& b, const typename Env::ActionT* action,
-                          const GvStepOutputs& out, int first, int stride, int num_envs,
-                          int max_episode_steps, int mode) {
-  int invalid = 0;
-  if (first >= num_envs) return 0;
-  GvEnvStep<Env> even, odd;
-  gv_load_step_inputs<Env>(sp, b, action, first, false, even);
-  for (int i = first;;) {
-    int next = i + stride;
-    bool more = next < num_envs && next > i;  // (next > i: no int overflow)
-    invalid += gv_strided_stage<Env>(c, sp, b, action, out, i, next, more, max_episode_steps,
-                                     mode, even, odd);
-    if (!more) break;
-    i = next;
-    next = i + stride;
-    more = next < num_envs && next > i;
-    invalid += gv_strided_stage<Env>(c, sp, b, action, out, i, next, more, max_episode_steps,
-                                     mode, odd, even);
-    if (!more) break;
-    i = next;
-  }
-  return invalid;
 }
 
 // Which per-env arrays of a step start where blocks of E envs can be read and written whole
@@ -468,15 +399,6 @@ static_assert(GV_ENVS_PER_THREAD == 1 || GV_ENVS_PER_THREAD == 2 || GV_ENVS_PER_
                                                  autoreset_mode, layout, false);             \
       if (invalid) atomicAdd(b.error_count, invalid);                                        \
     }                                                                                        \
-  }                                                                                          \
-  extern "C" __global__ void GV_STEP_BOUNDS name##_step_pipelined(                           \
-      const Env::Consts c, const GvStatePtrs<Env::kStateDim> sp, const GvEnvBuffers b,       \
-      const Env::ActionT* __restrict__ action, const GvStepOutputs out, int num_envs,        \
-      int max_episode_steps, int autoreset_mode) {                                           \
-    const int invalid = gv_step_strided<Env>(                                                \
-        c, sp, b, action, out, (int)(blockIdx.x * blockDim.x + threadIdx.x),                 \
-        (int)(blockDim.x * gridDim.x), num_envs, max_episode_steps, autoreset_mode);         \
-    if (invalid) atomicAdd(b.error_count, invalid);                                          \
   }                                                                                          \
   extern "C" __global__ void name##_step_small(                                              \
       const Env::Consts c, const GvStatePtrs<Env::kStateDim> sp, const GvEnvBuffers b,       \

@@ -20,14 +20,8 @@ driver API on the env's torch tensors.
 - Small launches: up to :data:`SMALL_STEP_MAX_ENVS` envs the step launches
   ``<name>_step_small`` (one env per thread, each env's seed and RNG counter loaded with
   its other inputs, so that a reset costs no second round trip to memory: such launches are
-  latency-bound); above, ``<name>_step_pipelined``: as many threads as the GPU holds at once,
-  each stepping every ``stride``-th env with the next env's loads issued before this one's
-  math, and a reset's seed and RNG counter loaded as soon as its pending flag arrives (so a
-  warp waiting on a reset still has the next env's bytes in flight: bandwidth-bound
-  launches; the plain kernel lost 15 % of its time at 4M CartPole envs to those waits).
-  A kernel file without either uses ``<name>_step`` at every size, as does an
-  ``$GPU_VECENV_ENVS_PER_THREAD`` build above 1; ``$GPU_VECENV_STEP_KERNEL`` (``small``,
-  ``step`` or ``pipelined``) picks one kernel at every size, to compare them.
+  latency-bound); above, ``<name>_step``. A kernel file without ``_step_small`` uses
+  ``_step`` at every size.
 - Threads: the step kernel gives each thread :func:`envs_per_thread` consecutive envs
   (``$GPU_VECENV_ENVS_PER_THREAD``: 1, 2 or 4), read with vector loads of that many envs per
   array; ``$GPU_VECENV_STEP_MIN_BLOCKS`` adds ``__launch_bounds__(BLOCK_SIZE, m)`` to it. Both
@@ -45,7 +39,6 @@ import warnings
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.backends import driver
 from gpu_vecenv.backends.base import BackendContext
 from gpu_vecenv.backends.compiler import KernelsUnavailable, load_module
 from gpu_vecenv.backends.driver import DriverError
@@ -54,7 +47,6 @@ from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.kernel_binding import KernelBinding, check_layout, f32, reciprocal
 
 __all__ = ["AUTORESET_CODES", "BLOCK_SIZE", "ENVS_PER_THREAD", "SMALL_STEP_MAX_ENVS",
-           "STEP_KERNELS",
            "CudaBackend", "KernelBinding", "binding_for", "built_envs_per_thread",
            "check_consts", "envs_per_thread", "f32", "kernel_flags", "reciprocal"]
 
@@ -69,14 +61,6 @@ ENVS_PER_THREAD = 1
 SMALL_STEP_MAX_ENVS = 131_072
 """Largest env count stepped by ``<name>_step_small`` (512 blocks: under four per SM of an
 H100 or H200, where a step's time is its latency, not its bytes)."""
-
-STEP_KERNELS = ("auto", "small", "step", "pipelined")
-"""Settings of ``$GPU_VECENV_STEP_KERNEL``: ``auto`` (default: ``_step_small`` up to
-:data:`SMALL_STEP_MAX_ENVS` envs, ``_step_pipelined`` above) or one kernel at every size."""
-
-PIPELINED_MAX_BLOCKS: int | None = None
-"""Cap on the blocks of a ``_step_pipelined`` launch (``None``: as many as the GPU holds at
-once); tests lower it so that every thread steps several envs."""
 
 AUTORESET_CODES = {
     AutoresetMode.NEXT_STEP: 0,
@@ -137,25 +121,6 @@ def envs_per_thread() -> int:
     if text not in ("1", "2", "4"):
         raise ValueError(f"GPU_VECENV_ENVS_PER_THREAD must be 1, 2 or 4, got {text!r}")
     return int(text)
-
-
-def step_kernel_setting() -> str:
-    """``$GPU_VECENV_STEP_KERNEL`` (one of :data:`STEP_KERNELS`), else ``"auto"``."""
-    text = os.environ.get("GPU_VECENV_STEP_KERNEL", "").strip() or "auto"
-    if text not in STEP_KERNELS:
-        raise ValueError(f"GPU_VECENV_STEP_KERNEL must be one of {', '.join(STEP_KERNELS)}, "
-                         f"got {text!r}")
-    return text
-
-
-def pipelined_blocks(kernel: Kernel, n: int) -> int:
-    """Blocks of a ``_step_pipelined`` launch over ``n`` envs: what the GPU holds at once
-    (SMs times the kernel's resident blocks per SM), no more than one env per thread needs,
-    nor :data:`PIPELINED_MAX_BLOCKS`."""
-    resident = driver.max_active_blocks(kernel.function, BLOCK_SIZE) * driver.device_attribute(
-        kernel.device_index, driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-    blocks = min(max(1, resident), (n + BLOCK_SIZE - 1) // BLOCK_SIZE)
-    return blocks if PIPELINED_MAX_BLOCKS is None else min(blocks, PIPELINED_MAX_BLOCKS)
 
 
 def kernel_flags() -> tuple[str, ...]:
@@ -239,14 +204,10 @@ class CudaBackend:
 
         buffers_fmt = consts_fmt + state_fmt + "PPPPPP"
         step_fmt = buffers_fmt + "P" + "PPPPP" + "iii"
-        setting = step_kernel_setting()
-        if setting == "auto":
-            setting = "small" if n <= SMALL_STEP_MAX_ENVS else (
-                "pipelined" if self.envs_per_thread == 1 else "step")
         self._step_fn = None
-        if setting in ("small", "pipelined"):
+        if n <= SMALL_STEP_MAX_ENVS:
             try:
-                self._step_fn = kernel(f"step_{setting}", step_fmt, (*head, *buffer_ptrs))
+                self._step_fn = kernel("step_small", step_fmt, (*head, *buffer_ptrs))
                 self.envs_per_thread = 1
             except DriverError:  # a kernel file of its own, without it
                 pass
@@ -259,8 +220,6 @@ class CudaBackend:
         self._grid = ((n + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
         step_threads = (n + self.envs_per_thread - 1) // self.envs_per_thread
         self._step_grid = (max(1, (step_threads + BLOCK_SIZE - 1) // BLOCK_SIZE), 1, 1)
-        if self._step_fn.name.endswith("_step_pipelined"):
-            self._step_grid = (pipelined_blocks(self._step_fn, n), 1, 1)
         self._block = (BLOCK_SIZE, 1, 1)
 
     def reset(self, mask: torch.Tensor | None, obs_out: torch.Tensor) -> None:

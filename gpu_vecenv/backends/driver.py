@@ -37,7 +37,6 @@ _SIGNATURES = {
 }
 
 CUDA_ERROR_INVALID_CONTEXT = 201
-CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 _CU_JIT_ERROR_LOG_BUFFER = 5
@@ -104,16 +103,6 @@ def device_attribute(device_index: int, attribute: int) -> int:
     check(libcuda().cuDeviceGetAttribute(ctypes.byref(value), attribute, _device(device_index)),
           f"cuDeviceGetAttribute({attribute})")
     return value.value
-
-
-def max_active_blocks(function, block_size: int, dynamic_shared_bytes: int = 0) -> int:
-    """Blocks of ``block_size`` threads of ``function`` that one SM holds at once
-    (``cuOccupancyMaxActiveBlocksPerMultiprocessor``)."""
-    blocks = _int()
-    check(libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-        ctypes.byref(blocks), function, ctypes.c_int(block_size),
-        ctypes.c_size_t(dynamic_shared_bytes)), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
-    return blocks.value
 
 
 @functools.cache

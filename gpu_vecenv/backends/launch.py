@@ -70,8 +70,6 @@ class Kernel:
         self.device_index = module.device_index
         self.shared_bytes = int(shared_bytes)
         self._function = module.function(name)
-        self.function = self._function
-        """The ``CUfunction`` handle (for occupancy queries)."""
         size = struct.calcsize(arg_format)
         self._buffer = ctypes.create_string_buffer(max(size, 1))
         self._size = ctypes.c_size_t(size)

@@ -1,10 +1,9 @@
-"""Step kernels built with E envs per thread (``GPU_VECENV_ENVS_PER_THREAD`` = 2, 4), the
-small-launch step kernel (``<name>_step_small``) and the pipelined one
-(``<name>_step_pipelined``, also on a grid of two blocks, so that each thread steps many
-envs), against the one-env-per-thread ``<name>_step`` on the GPU: bit-identical outputs and
-buffers at every step of a roll-out with 3 % invalid actions, in every autoreset mode, at
-sizes that take the block path throughout (4,096), with value-by-value state rows and a
-tail (4,099), and a single env."""
+"""Step kernels built with E envs per thread (``GPU_VECENV_ENVS_PER_THREAD`` = 2, 4), and the
+small-launch step kernel (``<name>_step_small``), against the one-env-per-thread
+``<name>_step`` on the GPU: bit-identical outputs and buffers at every step
+of a roll-out with 3 % invalid actions, in every autoreset mode, at sizes that take the
+block path throughout (4,096), with value-by-value state rows and a tail (4,099), and a
+single env."""
 
 from __future__ import annotations
 
@@ -19,19 +18,15 @@ from .classic import CLASSIC_IDS, MODES, random_actions
 pytestmark = pytest.mark.gpu
 
 
-def _make(env_id, n, mode, per_thread, monkeypatch, kernel="step", max_blocks=None):
-    """The env stepping with ``<name>_<kernel>`` whatever ``n`` (``$GPU_VECENV_STEP_KERNEL``),
-    ``per_thread`` envs a thread, a pipelined grid of at most ``max_blocks`` blocks."""
+def _make(env_id, n, mode, per_thread, monkeypatch, small=False):
+    """With ``small``, the env steps with ``<name>_step_small`` (one env per thread, seeds
+    and RNG counters loaded up front) whatever ``n``; else with ``<name>_step``."""
     monkeypatch.setenv("GPU_VECENV_ENVS_PER_THREAD", str(per_thread))
-    monkeypatch.setenv("GPU_VECENV_STEP_KERNEL", kernel)
-    monkeypatch.setattr(cuda_backend, "PIPELINED_MAX_BLOCKS", max_blocks)
+    monkeypatch.setattr(cuda_backend, "SMALL_STEP_MAX_ENVS", 2**31 if small else 0)
     env = make_vec(env_id, n, backend="cuda", device="cuda", autoreset_mode=mode,
                    strict=False, copy=False)
     assert env.backend.envs_per_thread == per_thread
-    assert env.backend._step_fn.name.endswith(f"_{kernel}" if kernel == "step"
-                                              else f"_step_{kernel}")
-    if max_blocks is not None:
-        assert env.backend._step_grid[0] <= max_blocks
+    assert env.backend._step_fn.name.endswith("_step_small" if small else "_step")
     return env
 
 
@@ -41,15 +36,12 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("env_id", CLASSIC_IDS)
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
-@pytest.mark.parametrize("per_thread", [2, 4, "small", "pipelined", "pipelined-2-blocks"])
+@pytest.mark.parametrize("per_thread", [2, 4, "small"])
 @pytest.mark.parametrize("n", [4096, 4099, 1])
 def test_envs_per_thread_steps_bit_for_bit_like_one(env_id, mode, per_thread, n, monkeypatch):
     one = _make(env_id, n, mode, 1, monkeypatch)
-    if per_thread in (2, 4):
-        many = _make(env_id, n, mode, per_thread, monkeypatch)
-    else:
-        kernel, _, blocks = per_thread.partition("-")
-        many = _make(env_id, n, mode, 1, monkeypatch, kernel, 2 if blocks else None)
+    many = (_make(env_id, n, mode, 1, monkeypatch, small=True) if per_thread == "small"
+            else _make(env_id, n, mode, per_thread, monkeypatch))
     one.reset(seed=5)
     many.reset(seed=5)
     gen = torch.Generator(device="cuda").manual_seed(n)

@@ -36,10 +36,10 @@ def build(out_dir: Path) -> Path:
 
 def _header(op: int, n: int, max_steps: int, mode: int, consts_size: int, has_mask: bool,
             envs_per_thread: int = 1, state_row_stride: int | None = None,
-            offset_action: bool = False, prefetch_rng: bool = False, pipeline_threads: int = 0):
-    return struct.pack("iiIiiiiiiii", op, n, max_steps, mode, consts_size, int(has_mask),
+            offset_action: bool = False, prefetch_rng: bool = False):
+    return struct.pack("iiIiiiiiii", op, n, max_steps, mode, consts_size, int(has_mask),
                        envs_per_thread, n if state_row_stride is None else state_row_stride,
-                       int(offset_action), int(prefetch_rng), pipeline_threads)
+                       int(offset_action), int(prefetch_rng))
 
 
 def run_rng(exe: Path, tmp: Path, seed, index, counter, stream: int):
@@ -100,7 +100,7 @@ class HostResult:
 def run_env(exe: Path, tmp: Path, env, op: int, action: torch.Tensor | None = None,
             mask: torch.Tensor | None = None, envs_per_thread: int = 1,
             state_row_stride: int | None = None, offset_action: bool = False,
-            prefetch_rng: bool = False, pipeline_threads: int = 0) -> HostResult:
+            prefetch_rng: bool = False) -> HostResult:
     """Run ``op`` on the current buffers of ``env`` (a CPU GpuVectorEnv) in the harness.
 
     ``envs_per_thread``: a step goes through ``gv_step_chunk`` with that many envs per call
@@ -110,8 +110,7 @@ def run_env(exe: Path, tmp: Path, env, op: int, action: torch.Tensor | None = No
     ``offset_action``: the actions start one element past an aligned address, so that the
     block path is refused (as for an offset view of a larger tensor). ``prefetch_rng``:
     every env's seed and RNG counter loaded with its inputs, as ``<name>_step_small``
-    does (the one-env path; the block path never does). ``pipeline_threads``: the step goes
-    through ``gv_step_strided`` as ``<name>_step_pipelined`` run by that many threads.
+    does (the one-env path; the block path never does).
     """
     definition, b, n = env.definition, env.buffers, env.num_envs
     binding = binding_for(definition)
@@ -124,7 +123,7 @@ def run_env(exe: Path, tmp: Path, env, op: int, action: torch.Tensor | None = No
     parts = [
         _header(op, n, env.max_episode_steps or 0, AUTORESET_CODES[env.autoreset_mode],
                 len(consts), mask is not None, envs_per_thread, state_row_stride,
-                offset_action, prefetch_rng, pipeline_threads),
+                offset_action, prefetch_rng),
         consts,
         np.stack([b.state[f].numpy() for f in fields]).astype(np.float32).tobytes(),
         b.elapsed.numpy().astype(np.int32).tobytes(),

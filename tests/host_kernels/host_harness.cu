@@ -9,8 +9,7 @@
 //                              the same gv_* functions the kernels call per thread (a step
 //                              with envs_per_thread E > 1 goes through gv_step_chunk, one
 //                              call per E envs, as GV_ENVS_PER_THREAD=E kernels do; with
-//                              prefetch_rng, as <name>_step_small does; with
-//                              pipeline_threads, as <name>_step_pipelined does), or the
+//                              prefetch_rng, as <name>_step_small does), or the
 //                              env's Consts layout text (op 4)
 //
 // IN and OUT are flat binary files written and read by tests/host_kernels/harness.py.
@@ -39,8 +38,6 @@ struct Header {
   int state_row_stride;  // floats between state fields in memory (>= num_envs)
   int offset_action;     // step: the actions start one element past an aligned address
   int prefetch_rng;      // step: seeds and RNG counters loaded up front (<name>_step_small)
-  int pipeline_threads;  // step: > 0, through gv_step_strided as <name>_step_pipelined run
-                         // by that many threads (thread t: envs t, t + threads, ...)
 };
 
 template <class T>
@@ -159,12 +156,7 @@ int run_env(const Header& h, FILE* in, FILE* out) {
   std::vector<typename Env::ActionT> action_rows(action.size() + 4);
   typename Env::ActionT* actions = action_rows.data() + (h.offset_action ? 1 : 0);
   if (!action.empty()) memcpy(actions, action.data(), action.size() * sizeof(action[0]));
-  if (h.op == 1 && h.pipeline_threads > 0) {
-    for (int t = 0; t < h.pipeline_threads; ++t) {
-      error_count += gv_step_strided<Env>(c, sp, b, actions, o, t, h.pipeline_threads, n,
-                                          h.max_episode_steps, h.autoreset_mode);
-    }
-  } else if (h.op == 1) {
+  if (h.op == 1) {
     const int e = h.envs_per_thread;
     for (int first = 0; first < n; first += e) {
       if (e == 1) {

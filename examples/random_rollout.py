@@ -4,7 +4,10 @@
 
 ``gymnasium.make_vec`` finds our ids without importing gpu_vecenv first. Everything the loop
 touches (actions, observations, rewards, episode returns) is a torch tensor on ``--device``;
-the only host transfer is the summary printed at the end.
+the only host transfer is the summary printed at the end. The actions come from
+``envs.sample_actions()``: uniform over the action space, drawn on the device from the
+env's seeds (the device-side counterpart of ``action_space.sample()``), so the whole run
+is reproducible from ``--seed``.
 
 CPU threads: ``--threads`` (default 1) sets torch's CPU thread count. On a few cores shared
 with other work, torch's default (one thread per core) makes small tensor ops several
@@ -18,18 +21,6 @@ import time
 
 import gymnasium as gym
 import torch
-
-
-def sample_actions(space: gym.Space, num_envs: int, device: torch.device) -> torch.Tensor:
-    """Uniform random actions drawn on the device (``space`` is the single-env space)."""
-    if isinstance(space, gym.spaces.Discrete):
-        return torch.randint(int(space.n), (num_envs,), device=device) + int(space.start)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        nvec = torch.as_tensor(space.nvec, device=device)
-        return (torch.rand((num_envs, *space.shape), device=device) * nvec).long()
-    low = torch.as_tensor(space.low, device=device)
-    high = torch.as_tensor(space.high, device=device)
-    return low + torch.rand((num_envs, *space.shape), device=device) * (high - low)
 
 
 def main() -> None:
@@ -55,7 +46,7 @@ def main() -> None:
 
     start = time.perf_counter()
     for _ in range(args.steps):
-        actions = sample_actions(envs.single_action_space, n, device)
+        actions = envs.sample_actions()
         obs, reward, terminated, truncated, _ = envs.step(actions)
         episode_return += reward
         done = terminated | truncated

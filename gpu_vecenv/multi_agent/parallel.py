@@ -94,6 +94,12 @@ class BatchedParallelEnv(ParallelEnv):
         return (self._split(obs), self._split(reward), self._split(terminated),
                 self._split(truncated), self._infos(info))
 
+    def sample_actions(self) -> dict[str, torch.Tensor]:
+        """Random actions ``{name: [G, ...]}`` for every agent, drawn on the device: the
+        batched counterpart of ``action_space(agent).sample()`` (see
+        :meth:`~gpu_vecenv.base_vector_env.BaseVectorEnv.sample_actions`)."""
+        return self._split(self.vec.sample_actions())
+
     def render(self):
         """``(H, W, 3)`` uint8 picture of game ``render_game`` (``render_mode="rgb_array"``;
         ``"human"`` shows it in a window after every ``reset()`` / ``step()`` and returns

@@ -174,3 +174,20 @@ def test_errors():
         describe_space(gym.spaces.Discrete(2**31 + 1))
     with pytest.raises(TypeError, match="does not support"):
         describe_space(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))
+
+
+def test_the_batched_pettingzoo_view_splits_the_slots_actions():
+    import gpu_vecenv
+
+    par = gpu_vecenv.parallel_env("GPUTag-v0", 3, device="cpu")
+    twin = make_vec("GPUTag-v0", 3)
+    par.reset(seed=2)
+    twin.reset(seed=2)
+    actions = par.sample_actions()
+    assert list(actions) == par.possible_agents
+    slots = twin.sample_actions().view(3, twin.num_agents, 2)
+    for i, name in enumerate(par.possible_agents):
+        assert torch.equal(actions[name], slots[:, i])
+        for row in actions[name].numpy():
+            assert par.action_space(name).contains(row)
+    par.step(actions)

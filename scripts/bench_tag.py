@@ -11,14 +11,15 @@ bandwidth.
 ``--actions per-step`` draws our actions on the device in every step (one torch.randint, as a
 user's loop does) instead of from the pool; ``captured`` runs that loop as one CUDA-graph
 replay of ``--steps`` steps (:func:`gpu_vecenv.capture_rollout`, a trajectory recorded);
-``both`` times pool and per-step, ``all`` the three. ``--vs warpdrive`` (where rl-warp-drive 2.7.1,
+``sampled`` runs the captured loop with ``env.sample_actions()`` as the policy;
+``both`` times pool and per-step, ``all`` the four. ``--vs warpdrive`` (where rl-warp-drive 2.7.1,
 its gym and PyCUDA import) then times WarpDrive's TagContinuous on the same continuous cases,
 in this process (:mod:`gpu_vecenv.warpdrive_peer`): its CUDASampler drawing the actions and
 its step kernel, as its trainer runs them, and its step kernel alone; it prints our rate over
 each, and ``--plot`` draws those ratios.
 
     python scripts/bench_tag.py [--device cuda] [--backend cuda] [--json out.json]
-        [--actions pool|per-step|captured|both|all] [--vs warpdrive] [--plot ratios.png]
+        [--actions pool|per-step|captured|sampled|both|all] [--vs warpdrive] [--plot ratios.png]
 """
 
 from __future__ import annotations
@@ -269,7 +270,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--actions", choices=[*ACTIONS, "both", "all"], default="pool",
                         help="our actions: a pool drawn beforehand (default), a torch.randint "
                              "every step, that loop captured as one CUDA graph (captured), "
-                             "pool and per-step (both) or all three")
+                             "the captured loop with env.sample_actions() (sampled), "
+                             "pool and per-step (both) or all four")
     parser.add_argument("--vs", choices=["warpdrive"], default=None,
                         help="also time WarpDrive's Tag on the continuous cases, this process")
     parser.add_argument("--plot", default=None, metavar="PATH",

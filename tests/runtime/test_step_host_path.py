@@ -101,10 +101,10 @@ def test_large_outputs_graph_capture_and_streams(monkeypatch):
     ring = OutputRing(1, 4, torch.device("cpu"), False)
     ring.next()  # a chunk is started
     ring._cuda = True  # as on a GPU, while the current stream captures a graph:
-    monkeypatch.setattr(buffers, "_CAPTURING", lambda: True)
+    monkeypatch.setattr(buffers, "CAPTURING", lambda: True)
     captured = ring.next()
     assert captured.obs.untyped_storage().nbytes() == 16  # not a row of the chunk
-    monkeypatch.setattr(buffers, "_CAPTURING", lambda: False)
+    monkeypatch.setattr(buffers, "CAPTURING", lambda: False)
     monkeypatch.setattr(buffers, "current_raw_stream", lambda index: 0)
     first = ring.next()
     assert first.obs.untyped_storage().nbytes() > 16  # a chunk again

@@ -91,7 +91,7 @@ def test_arguments(bench_tag):
     args = bench_tag.parse_args(["--vs", "warpdrive", "--actions", "both", "--plot", "r.png"])
     assert args.action_sources == ["pool", "per-step"] and args.plot == "r.png"
     args = bench_tag.parse_args(["--actions", "all"])
-    assert args.action_sources == ["pool", "per-step", "captured"]
+    assert args.action_sources == ["pool", "per-step", "captured", "sampled"]
     for wrong in (["--plot", "r.png"], ["--vs", "gymnax"], ["--case", "tag 3x3"],
                   ["--actions", "fresh"]):
         with pytest.raises(SystemExit):

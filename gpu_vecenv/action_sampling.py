@@ -2,8 +2,7 @@
 
 Gymnasium's ``envs.action_space.sample()`` draws on the host with numpy; a random policy on
 a GPU env then pays a host draw and a copy every step, or the user writes ``torch.randint``
-(a generic kernel: on an H200 about a microsecond more per step than the env's own step at
-small batches). :class:`ActionSampler` draws the whole batch in one small kernel from the
+and its generator. :class:`ActionSampler` draws the whole batch in one small kernel from the
 env's own counter-based RNG (:mod:`gpu_vecenv.seeding`), which gives it three properties:
 
 - reproducible: a draw is a pure function of (the env's seed, the slot, the slot's count of
@@ -20,6 +19,11 @@ Component ``k`` of slot ``s``'s action is word ``k`` of the draw (see
 ``MultiDiscrete`` (``n <= 2**31``; bias below ``n / 2**32``), ``low + (high - low) * u`` with
 ``u = (word >> 8) * 2**-24`` in float32 for a bounded ``Box`` (``high`` itself is never
 drawn). Unbounded ``Box`` dimensions have no uniform distribution and are refused.
+
+Cost (H200, CartPole, captured roll-outs, docs/capture.md): 0.1-0.2 µs a step less than a
+``torch.randint`` policy up to 16,384 envs; at a million envs and more, where a step is
+bandwidth-bound, more (a draw reads the seed and count and writes the count: about 24
+bytes an env against the 8 a ``torch.randint`` writes).
 """
 
 from __future__ import annotations

@@ -127,6 +127,7 @@ def stub_cuda(env, launch) -> None:
                                         launch)
         backend._step_tail = (env.num_envs, 500, 0)
         backend._grid = ((env.num_envs + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
+        backend._step_grid = backend._grid
         backend._block = (BLOCK_SIZE, 1, 1)
     env.backend = backend
     env.strict = False
@@ -134,7 +135,9 @@ def stub_cuda(env, launch) -> None:
     if ring is not None:  # its per-step checks as on a GPU: not capturing, stream 0
         from gpu_vecenv import buffers
 
-        buffers._CAPTURING, buffers._RAW_STREAM = bool, abs  # bool() == False
+        # (CAPTURING: _CAPTURING in trees before sample_actions; bool() == False)
+        buffers.CAPTURING = buffers._CAPTURING = bool
+        buffers._RAW_STREAM = abs
         ring._cuda = True
     errors = env._errors
     errors._host = torch.zeros((), dtype=torch.int32)

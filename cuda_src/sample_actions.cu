@@ -17,61 +17,68 @@
 // holds the launch draws new actions on every replay.
 #include "common/rng.cuh"
 
-GV_HD long long gv_discrete_from_word(uint32_t word, long long start, long long count) {
-  return start + (long long)(((uint64_t)word * (uint64_t)count) >> 32);
-}
+// Component k of a Discrete / MultiDiscrete action (start[k] and count[k]: the space's).
+struct GvDiscreteComponent {
+  const long long* start;
+  const long long* count;
+  GV_HD long long operator()(uint32_t word, int k) const {
+    return start[k] + (long long)(((uint64_t)word * (uint64_t)count[k]) >> 32);
+  }
+};
+
+// Component k of a bounded Box action.
+struct GvBoxComponent {
+  const float* low;
+  const float* high;
+  GV_HD float operator()(uint32_t word, int k) const {
+    return gv_uniform_range(gv_uniform01(word), low[k], high[k]);
+  }
+};
 
 // The `dims` components of slot `slot`'s action into out[0 .. dims-1].
-GV_HD void gv_sample_discrete_slot(long long seed, long long slot, uint32_t counter, int dims,
-                                   const long long* start, const long long* count,
-                                   long long* out) {
+template <class T, class Component>
+GV_HD void gv_sample_slot(long long seed, long long slot, uint32_t counter, int dims,
+                          const Component& component, T* out) {
   for (int block = 0; 4 * block < dims; ++block) {
     const GvWords4 w = gv_random_block(seed, slot, (long long)counter, (uint32_t)block,
                                        GV_STREAM_ACTIONS);
 #pragma unroll
     for (int lane = 0; lane < 4; ++lane) {
       const int k = 4 * block + lane;
-      if (k < dims) out[k] = gv_discrete_from_word(w.w[lane], start[k], count[k]);
+      if (k < dims) out[k] = component(w.w[lane], k);
     }
   }
 }
 
-GV_HD void gv_sample_box_slot(long long seed, long long slot, uint32_t counter, int dims,
-                              const float* low, const float* high, float* out) {
-  for (int block = 0; 4 * block < dims; ++block) {
-    const GvWords4 w = gv_random_block(seed, slot, (long long)counter, (uint32_t)block,
-                                       GV_STREAM_ACTIONS);
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const int k = 4 * block + lane;
-      if (k < dims) out[k] = gv_uniform_range(gv_uniform01(w.w[lane]), low[k], high[k]);
-    }
-  }
+#ifdef __CUDACC__
+// One thread per slot: out (n, dims); counters (n,) uint32 (stored as int32); seeds
+// (n / slots_per_seed,) int64.
+template <class T, class Component>
+__device__ void gv_sample_actions(T* out, unsigned int* counters, const long long* seeds,
+                                  const Component& component, int n, int slots_per_seed,
+                                  int dims) {
+  const int slot = blockIdx.x * blockDim.x + threadIdx.x;
+  if (slot >= n) return;
+  const unsigned int counter = counters[slot];
+  gv_sample_slot(seeds[slot / slots_per_seed], slot, counter, dims, component,
+                 out + (long long)slot * dims);
+  counters[slot] = counter + 1u;
 }
 
-// out: (n, dims) int64; counters: (n,) uint32 (stored as int32); seeds: (n / slots_per_seed,)
-// int64; start, count: (dims,) int64.
+// start, count: (dims,) int64.
 extern "C" __global__ void sample_discrete_actions(
     long long* __restrict__ out, unsigned int* __restrict__ counters,
     const long long* __restrict__ seeds, const long long* __restrict__ start,
     const long long* __restrict__ count, int n, int slots_per_seed, int dims) {
-  const int slot = blockIdx.x * blockDim.x + threadIdx.x;
-  if (slot >= n) return;
-  const unsigned int counter = counters[slot];
-  gv_sample_discrete_slot(seeds[slot / slots_per_seed], slot, counter, dims, start, count,
-                          out + (long long)slot * dims);
-  counters[slot] = counter + 1u;
+  gv_sample_actions(out, counters, seeds, GvDiscreteComponent{start, count}, n,
+                    slots_per_seed, dims);
 }
 
-// out: (n, dims) float32; low, high: (dims,) float32, finite; the rest as above.
+// low, high: (dims,) float32, finite.
 extern "C" __global__ void sample_box_actions(
     float* __restrict__ out, unsigned int* __restrict__ counters,
     const long long* __restrict__ seeds, const float* __restrict__ low,
     const float* __restrict__ high, int n, int slots_per_seed, int dims) {
-  const int slot = blockIdx.x * blockDim.x + threadIdx.x;
-  if (slot >= n) return;
-  const unsigned int counter = counters[slot];
-  gv_sample_box_slot(seeds[slot / slots_per_seed], slot, counter, dims, low, high,
-                     out + (long long)slot * dims);
-  counters[slot] = counter + 1u;
+  gv_sample_actions(out, counters, seeds, GvBoxComponent{low, high}, n, slots_per_seed, dims);
 }
+#endif

@@ -91,11 +91,11 @@ int run_sample(const Header& h, FILE* in, FILE* out) {
   read_into(in, high, dims);
   for (size_t s = 0; s < n; ++s) {
     if constexpr (sizeof(T) == 8) {
-      gv_sample_discrete_slot(seed[s], (long long)s, counter[s], (int)dims, low.data(),
-                              high.data(), actions.data() + s * dims);
+      gv_sample_slot(seed[s], (long long)s, counter[s], (int)dims,
+                     GvDiscreteComponent{low.data(), high.data()}, actions.data() + s * dims);
     } else {
-      gv_sample_box_slot(seed[s], (long long)s, counter[s], (int)dims, low.data(), high.data(),
-                         actions.data() + s * dims);
+      gv_sample_slot(seed[s], (long long)s, counter[s], (int)dims,
+                     GvBoxComponent{low.data(), high.data()}, actions.data() + s * dims);
     }
   }
   write_from(out, actions);

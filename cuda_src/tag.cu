@@ -176,11 +176,11 @@ __device__ __forceinline__ void store_agent(const TagState& s, long long i, cons
 // The five normalised values whose differences an observation holds, of agent v.
 __device__ __forceinline__ void normalised(const TagConsts& c, const TagAgent& v,
                                            float (&n)[kTagDiffFeatures]) {
-  n[0] = v.x / c.position_scale;
-  n[1] = v.y / c.position_scale;
-  n[2] = v.speed / c.speed_scale;
-  n[3] = v.acceleration / c.speed_scale;
-  n[4] = v.direction / c.two_pi;
+  n[0] = gv_div_positive(v.x, c.position_scale);
+  n[1] = gv_div_positive(v.y, c.position_scale);
+  n[2] = gv_div_positive(v.speed, c.speed_scale);
+  n[3] = gv_div_positive(v.acceleration, c.speed_scale);
+  n[4] = gv_div_positive(v.direction, c.two_pi);
 }
 
 // Tile entry k = agent v: what the tag search and the observations read of the others,
@@ -362,11 +362,11 @@ __device__ __forceinline__ TagObserver load_observer(const TagState& s, const Ag
 // normalised(), of global slot j, or of tile entry j (put_in_tile's values).
 __device__ __forceinline__ void normalised(const TagConsts& c, const TagState& s, long long j,
                                            float (&n)[kTagDiffFeatures]) {
-  n[0] = s.x[j] / c.position_scale;
-  n[1] = s.y[j] / c.position_scale;
-  n[2] = s.speed[j] / c.speed_scale;
-  n[3] = s.acceleration[j] / c.speed_scale;
-  n[4] = s.direction[j] / c.two_pi;
+  n[0] = gv_div_positive(s.x[j], c.position_scale);
+  n[1] = gv_div_positive(s.y[j], c.position_scale);
+  n[2] = gv_div_positive(s.speed[j], c.speed_scale);
+  n[3] = gv_div_positive(s.acceleration[j], c.speed_scale);
+  n[4] = gv_div_positive(s.direction[j], c.two_pi);
 }
 
 __device__ __forceinline__ void normalised(const TagConsts& c, const TagShared& sh, int j,
@@ -379,10 +379,23 @@ __device__ __forceinline__ void normalised(const TagConsts& c, const TagShared& 
   n[4] = place.w;
 }
 
+// The observer's own normalised values: with tile_ready (step_one_block) its tile entry,
+// which put_in_tile computed from the same state (tile entry threadIdx.x is its agent);
+// otherwise computed here.
+__device__ __forceinline__ void own_normalised(const TagConsts& c, const TagShared& sh,
+                                               const TagObserver& me, bool tile_ready,
+                                               float (&n)[kTagDiffFeatures]) {
+  if (tile_ready) {
+    normalised(c, sh, (int)threadIdx.x, n);
+  } else {
+    normalised(c, me.own, n);
+  }
+}
+
 __device__ __forceinline__ void write_tail(const TagConsts& c, const TagObserver& me,
                                            const Agent& ag, bool playing, float* row) {
   const int n = c.num_observed;
-  const float time = (float)me.t / c.episode_length_f;
+  const float time = gv_div_positive((float)me.t, c.episode_length_f);
   row[kTagFeatures * n] = playing ? time : 0.0f;
   if (c.own_role) {
     const bool shown = c.full_observation || playing;
@@ -405,7 +418,7 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
   const bool playing = me.own.in_game != 0;
   const long long game = (long long)ag.g * c.num_agents;
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
-  normalised(c, me.own, own);
+  own_normalised(c, sh, me, tile_ready, own);
   for (int k = 0; k < n; ++k) {
     const int other = k < ag.a ? k : k + 1;
     if (tile_ready) {
@@ -571,7 +584,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
-  normalised(c, me.own, own);
+  own_normalised(c, sh, me, tile_ready, own);
 #pragma unroll
   for (int k = 0; k < kMax; ++k) {
     if (k >= K) break;
@@ -623,17 +636,33 @@ __device__ void write_observation(const TagConsts& c, const TagState& s, const A
   float* span = out + ((long long)ag.g * c.num_agents + first) * D;
   const int total = rows * D;
   // Word e of the span is feature e % D of row e / D; both advance by blockDim.x per pass.
+  // Four passes at a time: their shared loads are independent, so they overlap.
   const int step_rows = blockDim.x / D, step_features = blockDim.x % D;
   int r = threadIdx.x / D, f = threadIdx.x % D;
-  for (int e = threadIdx.x; e < total; e += blockDim.x) {
-    span[e] = sh.stage[r * S + f];
+  auto next_word = [&]() {  // the staged index of word e, then e += blockDim.x
+    const int index = r * S + f;
     r += step_rows;
     f += step_features;
     if (f >= D) {
       f -= D;
       r += 1;
     }
+    return index;
+  };
+  constexpr int kPasses = 4;
+  const int T = blockDim.x;
+  int e = threadIdx.x;
+  for (; e + (kPasses - 1) * T < total; e += kPasses * T) {
+    int index[kPasses];
+    float value[kPasses];
+#pragma unroll
+    for (int q = 0; q < kPasses; ++q) index[q] = next_word();
+#pragma unroll
+    for (int q = 0; q < kPasses; ++q) value[q] = sh.stage[index[q]];
+#pragma unroll
+    for (int q = 0; q < kPasses; ++q) span[e + q * T] = value[q];
   }
+  for (; e < total; e += T) span[e] = sh.stage[next_word()];
 }
 
 // The game-level bookkeeping of a step, by agent 0 after every other read of it.
@@ -879,9 +908,13 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // tag_run_full, tag_run_k<kMax> for partial observations of K <= kMax others,
 // tag_run_k<kMax>_wide with the four-at-a-time scan (for a few very large games), and
 // tag_run_k<kMax>_helpers with scan helpers (launches of at most one block per SM; kept
-// apart so that the other kernels carry none of their code or registers).
+// apart so that the other kernels carry none of their code or registers). Each but the
+// helpers' has a tag_step_<suffix> twin: step_one_block as its own entry, which envs/tag.py
+// launches for games of more than 32 agents (H200: 2,000×105 103 µs a step against 114
+// through run(), where ptxas spills 12 bytes instead of 56; 1×5, 2,000×5 and 100×105 were
+// 0.1-0.35 µs slower with it, so they keep run()).
 #define TAG_KERNEL(suffix, kMax, kWide, kHelpers)                                           \
-  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(             \
+  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(         \
       const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
       const long long* __restrict__ action, const bool* __restrict__ mask,                  \
       int blocks_per_game, int mode, int first_phase, int last_phase) {                     \
@@ -889,40 +922,49 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
                                first_phase, last_phase);                                    \
   }
 
+#define TAG_KERNELS(suffix, kMax, kWide)                                                    \
+  TAG_KERNEL(suffix, kMax, kWide, false)                                                    \
+  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_step_##suffix(        \
+      const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
+      const long long* __restrict__ action, const bool* __restrict__ mask,                  \
+      int blocks_per_game, int mode, int first_phase, int last_phase) {                     \
+    step_one_block<kMax, kWide>(c, s, b, o, action, mode);                                  \
+  }
+
 // The backend builds only the kernel it launches (-DTAG_ONLY -DTAG_ONLY_<suffix>): a first
 // use compiles one of these fifteen, not all. Without TAG_ONLY, all of them.
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_full)
-TAG_KERNEL(full, 0, false, false)
+TAG_KERNELS(full, 0, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4)
-TAG_KERNEL(k4, 4, false, false)
+TAG_KERNELS(k4, 4, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k8)
-TAG_KERNEL(k8, 8, false, false)
+TAG_KERNELS(k8, 8, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k10)
-TAG_KERNEL(k10, 10, false, false)
+TAG_KERNELS(k10, 10, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k16)
-TAG_KERNEL(k16, 16, false, false)
+TAG_KERNELS(k16, 16, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k32)
-TAG_KERNEL(k32, TAG_MAX_OBSERVED, false, false)
+TAG_KERNELS(k32, TAG_MAX_OBSERVED, false)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4_wide)
-TAG_KERNEL(k4_wide, 4, true, false)
+TAG_KERNELS(k4_wide, 4, true)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k8_wide)
-TAG_KERNEL(k8_wide, 8, true, false)
+TAG_KERNELS(k8_wide, 8, true)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k10_wide)
-TAG_KERNEL(k10_wide, 10, true, false)
+TAG_KERNELS(k10_wide, 10, true)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k16_wide)
-TAG_KERNEL(k16_wide, 16, true, false)
+TAG_KERNELS(k16_wide, 16, true)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k32_wide)
-TAG_KERNEL(k32_wide, TAG_MAX_OBSERVED, true, false)
+TAG_KERNELS(k32_wide, TAG_MAX_OBSERVED, true)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4_helpers)
 TAG_KERNEL(k4_helpers, 4, false, true)

@@ -498,6 +498,22 @@ def kernel_flags(kernel: str) -> tuple[str, ...]:
     return ("-DTAG_ONLY", f"-DTAG_ONLY_{kernel.removeprefix('tag_run_')}")
 
 
+ONE_BLOCK_STEP_MIN_AGENTS = 33
+"""Games of at least this many agents (and no scan helpers) step through ``tag_step_<suffix>``
+when they fit one block; smaller ones through ``tag_run_<suffix>``. H200, one graph node a
+step: 2,000×105 103 µs against 114 (the step entry's ptxas allocation spills 12 bytes, the
+run kernel's 56); 1×5, 2,000×5 and 100×105 (helpers) 0.1-0.35 µs slower through it."""
+
+
+def one_block_step_kernel(params: TagParams, kernel: str) -> str | None:
+    """``tag_step_<suffix>``, ``step_one_block`` of ``tag_run_<suffix>`` as its own entry
+    (``tag.cu``'s ``TAG_KERNELS``), for the games :data:`ONE_BLOCK_STEP_MIN_AGENTS` names;
+    ``None``: ``kernel`` runs the step."""
+    if params.num_agents < ONE_BLOCK_STEP_MIN_AGENTS or kernel.endswith("_helpers"):
+        return None
+    return "tag_step_" + kernel.removeprefix("tag_run_")
+
+
 def kernel_name(params: TagParams, blocks: int, device: torch.device) -> str:
     """``tag_run_full`` or ``tag_run_k<kMax>[_wide|_helpers]`` (partial, K <= kMax). The
     wide scan pays off when the launch has too few blocks to fill the GPU and its games are
@@ -561,6 +577,7 @@ KERNEL_BINDING = GameKernelBinding(
     shared_bytes=shared_bytes,
     threads_per_agent=threads_per_agent,
     check_params=check_kernel_params,
+    one_block_step=one_block_step_kernel,
 )
 
 

@@ -23,3 +23,13 @@ GV_HD float gv_remainder(float a, float b) {
   if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) mod += b;
   return mod;
 }
+
+// a / b for b > 0 (or +inf), bit for bit: a zero numerator returns itself (0 / b keeps a's
+// sign) instead of entering the division's slow path, which a zero takes (FCHK flags it) at
+// about 30 instructions of branches, where the normal path is 8. A kernel's normalising
+// divisions see many zeros (speeds and accelerations at rest, a fresh game's time).
+GV_HD float gv_div_positive(float a, float b) {
+  const float numerator = a == 0.0f ? 1.0f : a;
+  const float quotient = numerator / b;
+  return a == 0.0f ? a : quotient;
+}

@@ -96,6 +96,14 @@ class GameCudaBackend:
         shared = (0 if binding.shared_bytes is None
                   else binding.shared_bytes(p, launch, self.device))
         self._fn = Kernel(module, kernel, arg_format, shared_bytes=shared, fixed=head)
+        self._step_fn = self._fn
+        """What a step launches: where a game fits one block, the binding's one-launch
+        step kernel if it names one."""
+        step_kernel = (binding.one_block_step(p, kernel)
+                       if self.blocks_per_game == 1 and binding.one_block_step else None)
+        if step_kernel is not None:
+            self._step_fn = Kernel(module, step_kernel, arg_format, shared_bytes=shared,
+                                   fixed=head)
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)
         same_step = env.autoreset_mode == AutoresetMode.SAME_STEP
@@ -131,7 +139,7 @@ class GameCudaBackend:
         action = action.contiguous()  # held until the launches are queued
         outputs = out.pointers or out.data_ptrs()
         if self.blocks_per_game == 1:  # the common case in one call: see _run
-            self._fn(self._grid, self._block_shape, (*outputs, action.data_ptr(),
-                                                     *self._single_launch_tail))
+            self._step_fn(self._grid, self._block_shape, (*outputs, action.data_ptr(),
+                                                          *self._single_launch_tail))
         else:
             self._run(self._step_phases, outputs, action=action.data_ptr())

@@ -105,6 +105,11 @@ class GameKernelBinding:
     where ``2 * A`` threads fit one block: :class:`GameLaunch`); ``None``: 1."""
     check_params: Callable[[Any], None] | None = None
     """Raises ``ValueError`` for params the kernels cannot run (the torch backend can)."""
+    one_block_step: Callable[[Any, str], str | None] | None = None
+    """``(params, kernel) -> name or None``: the file's kernel that runs a whole step of
+    games that fit one block (same arguments, launched with the step's first and last
+    phase) in place of ``kernel``, or ``None`` where ``kernel`` runs those steps itself (as it
+    does when this is ``None``)."""
     path: str | None = None
     """The ``.cu`` of a game outside the package (it may include ``common/games.cuh``);
     ``None``: ``cuda_src/<name>.cu``."""

@@ -119,3 +119,26 @@ def test_scan_helpers_only_where_the_kernel_has_them(monkeypatch):
     values = dict(zip([c.name for c in tag.KERNEL_CONSTANTS],
                       tag.KERNEL_BINDING.pack_constants(partial, on)[0], strict=True))
     assert values["scan_helpers"] == 1 and values["scan_split"] == 53
+
+
+def test_one_block_step_entries_exist_and_are_chosen_for_large_games():
+    """``tag.cu`` defines ``tag_step_<suffix>`` (``TAG_KERNELS``) for every kernel but the
+    scan helpers'; games of at least ``ONE_BLOCK_STEP_MIN_AGENTS`` agents step through it,
+    smaller ones and the helpers' kernels through ``tag_run_<suffix>``."""
+    text = (CUDA_SRC / "tag.cu").read_text()
+    with_step = set(re.findall(r"^TAG_KERNELS\((\w+),", text, re.M))
+    without = set(re.findall(r"^TAG_KERNEL\((\w+),", text, re.M))
+    suffixes = {k.removeprefix("tag_run_") for k in tag.KERNELS}
+    assert with_step | without == suffixes and not with_step & without
+    assert without == {s for s in suffixes if s.endswith("_helpers")}
+    large = tag.TagParams(num_taggers=5, num_runners=100, use_full_observation=False,
+                          num_other_agents_observed=10)
+    small = tag.TagParams(num_taggers=1, num_runners=4, use_full_observation=False,
+                          num_other_agents_observed=4)
+    edge = tag.TagParams(num_taggers=1, num_runners=tag.ONE_BLOCK_STEP_MIN_AGENTS - 1)
+    step = tag.KERNEL_BINDING.one_block_step
+    assert step(large, "tag_run_k10") == "tag_step_k10"
+    assert step(large, "tag_run_k10_wide") == "tag_step_k10_wide"
+    assert step(edge, "tag_run_full") == "tag_step_full"
+    assert step(small, "tag_run_k4") is None
+    assert step(large, "tag_run_k10_helpers") is None

@@ -911,7 +911,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // apart so that the other kernels carry none of their code or registers). Each but the
 // helpers' has a tag_step_<suffix> twin: step_one_block as its own entry, which envs/tag.py
 // launches for games of more than 32 agents (H200: 2,000×105 103 µs a step against 114
-// through run(), where ptxas spills 12 bytes instead of 56; 1×5, 2,000×5 and 100×105 were
+// through run(), where ptxas spills 16 bytes instead of 56; 1×5, 2,000×5 and 100×105 were
 // 0.1-0.35 µs slower with it, so they keep run()).
 #define TAG_KERNEL(suffix, kMax, kWide, kHelpers)                                           \
   extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(         \

@@ -501,8 +501,8 @@ def kernel_flags(kernel: str) -> tuple[str, ...]:
 ONE_BLOCK_STEP_MIN_AGENTS = 33
 """Games of at least this many agents (and no scan helpers) step through ``tag_step_<suffix>``
 when they fit one block; smaller ones through ``tag_run_<suffix>``. H200, one graph node a
-step: 2,000×105 103 µs against 114 (the step entry's ptxas allocation spills 12 bytes, the
-run kernel's 56); 1×5, 2,000×5 and 100×105 (helpers) 0.1-0.35 µs slower through it."""
+step: 2,000×105 103 µs against 114 (nvcc 13 for sm_90 spills 16 bytes in ``tag_step_k10``, 56
+in ``tag_run_k10``); 1×5, 2,000×5 and 100×105 (helpers) 0.1-0.35 µs slower through it."""
 
 
 def one_block_step_kernel(params: TagParams, kernel: str) -> str | None:

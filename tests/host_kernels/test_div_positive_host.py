@@ -7,13 +7,14 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gpu_vecenv.backends.compiler import CUDA_SRC
 
-SHIM = CUDA_SRC.parent / "tests" / "host_kernels" / "tag_emulation" / "shim.h"
+SHIM = Path(__file__).resolve().parent / "tag_emulation" / "shim.h"
 
 PROGRAM = r"""
 #include "shim.h"

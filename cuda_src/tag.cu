@@ -913,11 +913,16 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // launches for games of more than 32 agents (H200: 2,000×105 103 µs a step against 114
 // through run(), where ptxas spills 16 bytes instead of 56; 1×5, 2,000×5 and 100×105 were
 // 0.1-0.35 µs slower with it, so they keep run()).
+
+// Every entry's parameters (one argument layout for the host: GameKernelBinding).
+#define TAG_KERNEL_PARAMS                                                                   \
+  const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,              \
+      const long long* __restrict__ action, const bool* __restrict__ mask,                  \
+      int blocks_per_game, int mode, int first_phase, int last_phase
+
 #define TAG_KERNEL(suffix, kMax, kWide, kHelpers)                                           \
   extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(         \
-      const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
-      const long long* __restrict__ action, const bool* __restrict__ mask,                  \
-      int blocks_per_game, int mode, int first_phase, int last_phase) {                     \
+      TAG_KERNEL_PARAMS) {                                                                  \
     run<kMax, kWide, kHelpers>(c, s, b, o, action, mask, blocks_per_game, mode,             \
                                first_phase, last_phase);                                    \
   }
@@ -925,9 +930,7 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 #define TAG_KERNELS(suffix, kMax, kWide)                                                    \
   TAG_KERNEL(suffix, kMax, kWide, false)                                                    \
   extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_step_##suffix(        \
-      const TagConsts c, const TagState s, const TagBuffers b, const TagOutputs o,          \
-      const long long* __restrict__ action, const bool* __restrict__ mask,                  \
-      int blocks_per_game, int mode, int first_phase, int last_phase) {                     \
+      TAG_KERNEL_PARAMS) {                                                                  \
     step_one_block<kMax, kWide>(c, s, b, o, action, mode);                                  \
   }
 

@@ -14,7 +14,8 @@
 // scratch). A game that fits one block takes step_one_block instead: the same phases in
 // one launch, the counters as block reductions and shared atomics, each agent in
 // registers, the tiles filled from them; one batch of global loads per step; for launches
-// too small to fill the GPU, two threads per agent in the K-nearest scan (scan_helpers).
+// too small to fill the GPU, two to four threads per agent in the K-nearest scan
+// (scan_helpers).
 //
 // Mirrors the torch reference operation by operation in float32; compile with -fmad=false.
 #include "common/games.cuh"
@@ -26,6 +27,8 @@
 // The largest kMax with a scan-helpers kernel (tag_run_k<kMax>_helpers, observe_partial):
 // a k32 one's second copy of the insertion code (the merge) spilled 270 more bytes.
 #define TAG_SCAN_HELPERS_MAX_OBSERVED 16
+// The most threads per agent in the scan (the agent's own and scan_helpers helpers).
+#define TAG_SCAN_MAX_PARTS 4
 
 // An observation holds, per observed other agent, these features (feature-major: all
 // others' values of feature 0, then of feature 1, ...), then the time and the own role.
@@ -64,8 +67,8 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
   FIELD(float, tag_penalty)                                                                \
   FIELD(float, end_reward)                                                                 \
   FIELD(float, episode_length_f)                                                           \
-  FIELD(int, scan_helpers) /* 1: step_one_block's thread A + a helps agent a scan */       \
-  FIELD(int, scan_split) /* ceil(A / 2): agent a scans [0, split), its helper [split, A) */
+  FIELD(int, scan_helpers) /* H - 1: threads p * A + a, 0 < p < H, help agent a scan */  \
+  FIELD(int, scan_split) /* ceil(A / H): part p of a's scan takes [p * split, +split) */
 
 GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 
@@ -122,8 +125,9 @@ __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_d
 //   features  float4[T]  normalised x, y, speed, acceleration (put_in_tile: when the whole
 //                        game is one tile)
 //   tag_count int[T]     tags per tagger this step (step_one_block: the game's counters)
-//   helped    float[K * A], int[K * A]  with scan_helpers only: the helpers' K nearest
-//                        (squared distance, id), entry k of agent a at k * A + a
+//   helped    float[H * K * A], int[H * K * A]  with scan_helpers only (H = scan_helpers
+//                        + 1): each part's K nearest (squared distance, id), entry k of
+//                        part p of agent a at (p * K + k) * A + a
 //   stage     float[R * stage_stride]  the block's observation rows, R = min(T, A) (the
 //                        threads with an agent), when the launch has room for them (staged)
 // envs/tag.py's shared_bytes() computes the same sizes.
@@ -140,7 +144,8 @@ struct TagShared {
 __device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
   extern __shared__ float4 tag_dynamic_shared[];
   const unsigned T = blockDim.x;
-  const unsigned helped = c.scan_helpers ? (unsigned)(c.num_observed * c.num_agents) : 0u;
+  const unsigned helped =
+      c.scan_helpers ? (unsigned)((c.scan_helpers + 1) * c.num_observed * c.num_agents) : 0u;
   TagShared sh;
   sh.tile = tag_dynamic_shared;
   sh.features = tag_dynamic_shared + T;
@@ -445,27 +450,29 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
 // every agent's other features, and the chosen others are read from it. tile_ready: the
 // caller has already put the whole game in the tiles (step_one_block), nothing is loaded.
 //
-// Each thread scans the candidates in increasing id and inserts one when it beats its K-th
-// best so far. In a warp some lane nearly always does, so the insertion is written without
-// branches (compares and selects over the kMax slots; a candidate that does not beat the
-// K-th best is inserted as +inf, which changes nothing) and runs for the whole warp
+// Each thread scans the candidates in increasing id and inserts one when it beats its
+// kMax-th best so far (the K-th where K = kMax; the first K slots are the same either way).
+// In a warp some lane nearly always does, so the insertion is written without branches
+// (compares and selects over the kMax slots; a candidate that does not beat the kMax-th
+// best is inserted as +inf, which changes nothing) and runs for the whole warp
 // whenever any lane needs it: one warp-uniform branch per candidate instead of divergent
 // ones per slot.
 // kWide: scan four candidates at a time (for launches of few blocks, where the scan's
 // latency is the limit); otherwise one at a time (fewer registers, more blocks per SM).
 //
-// Scan helpers (c.scan_helpers, with tile_ready: step_one_block launched with at least 2A
-// threads, for launches too small to fill the GPU, where each thread's serial scan is the
-// step's latency): thread A + a, otherwise an idle thread, takes candidates [split, A) of
-// agent a, who takes [0, split); both run `split` iterations (an odd A's last helper
-// candidate is tile entry A, which step_one_block marks out of the game), so the warp
-// votes stay uniform in a warp of owners and helpers. The helper reads its owner's x, y and
-// in-game flag from the tile, and passes its sorted list through shared memory; the owner
-// inserts it in order as it would have the candidates. Every helper id exceeds every owner
-// id and the helper's list is in (distance, id) order, so with the strict < insertion the
-// K nearest come out as the serial scan's, ties included. The helper does not know whether
-// its owner's slot shows an observation (that needs the owner's flags of the step): the
-// owner drops the helper's list when it does not.
+// Scan helpers (c.scan_helpers = H - 1 > 0, with tile_ready: step_one_block launched with
+// at least H * A threads, for launches too small to fill the GPU, where each thread's
+// serial scan is the step's latency): agent a's candidates are split in H parts of `split`
+// ids; thread p * A + a (p = 0: the agent's own thread; p > 0: a helper, otherwise an idle
+// thread) scans part p, ids [p * split, (p + 1) * split). Every part runs `split`
+// iterations (ids from A up to H * split - 1 are tile entries that step_one_block marks out
+// of the game), so the warp votes stay uniform in a warp of several parts. A helper reads
+// its agent's x, y and in-game flag from the tile. Each part leaves its sorted list in
+// shared memory; the agent merges the H lists, taking at each of its K slots the smallest
+// head, the lower part first on equal distances. Each list is in (distance, id) order and
+// every id of part p exceeds every id of part p - 1, so the merge is the serial scan's list,
+// ties included. A helper does not know whether its agent's slot shows an observation
+// (that needs the agent's flags of the step): the agent ignores the lists when it does not.
 template <int kMax, bool kWide, bool kHelpers = false>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
                                 const TagObserver& me, const TagShared& sh, bool tile_ready,
@@ -482,20 +489,25 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   const long long game = (long long)ag.g * c.num_agents;
   const bool one_tile = tile_ready || c.num_agents <= (int)blockDim.x;
   const bool split = kHelpers && tile_ready && c.scan_helpers;
-  const int owner = (int)threadIdx.x - c.num_agents;  // of a helper: the agent it helps
-  const bool helper = split && owner >= 0 && owner < c.num_agents;
-  // A helper's first candidate, its owner's position, and whether the owner is in the game
-  // (the helper's list is wasted where the owner wants no observation after all).
-  const int first = helper ? c.scan_split : 0;
+  // Under split, thread part * A + agent scans part `part` of agent `agent`'s candidates.
+  const int part = split ? (int)threadIdx.x / c.num_agents : 0;
+  const int agent = split ? (int)threadIdx.x - part * c.num_agents : ag.a;
+  const bool helper = part >= 1 && part <= c.scan_helpers;
+  // A helper's first candidate, its agent's position, and whether the agent is in the game
+  // (the helper's list is wasted where the agent wants no observation after all).
+  const int first = helper ? part * c.scan_split : 0;
   float x = me.own.x, y = me.own.y;
   bool want = visible && playing;
   if (helper) {
-    const float4 place = sh.tile[owner];
+    const float4 place = sh.tile[agent];
     x = place.x;
     y = place.y;
     want = place.z != 0.0f;
   }
-  float worst = INFINITY;  // best[K - 1]
+  // The kMax-th best so far: a looser bar than the K-th where K < kMax (more candidates are
+  // inserted), with the same first K entries; best[K - 1] would be an index the compiler
+  // turns into a load, which keeps best[] in local memory.
+  float worst = INFINITY;
   // Inserts (d2, id) into the sorted list, keeping the first of equal distances first
   // (candidates come in increasing id); d2 = +inf changes nothing.
   auto insert = [&](float d2, int id) {
@@ -509,12 +521,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     const bool first = d2 < best[0];
     best[0] = first ? d2 : best[0];
     chosen[0] = first ? id : chosen[0];
-    if (K == kMax) {
-      worst = best[kMax - 1];
-    } else {
-#pragma unroll
-      for (int p = 0; p < kMax; ++p) worst = p == K - 1 ? best[p] : worst;
-    }
+    worst = best[kMax - 1];
   };
   for (int start = 0; start < c.num_agents; start += blockDim.x) {
     if (!tile_ready) {
@@ -529,7 +536,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       __syncthreads();
     }
     const int count = split ? c.scan_split : min((int)blockDim.x, c.num_agents - start);
-    const int self = (helper ? owner : ag.a) - start - first;
+    const int self = agent - start - first;
     // Squared distance of this thread's candidate j (tile entry first + j) if it beats the
     // K-th best, else +inf (also for oneself, agents out of the game, and everyone when
     // this thread wants no observation).
@@ -561,23 +568,57 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     }
   }
   if (split) {
-    // The helpers' lists, in order, into their owners' (which hold the lower ids).
-    const int A = c.num_agents;
-    if (helper) {
+    // Every part's list into shared memory; the agent merges them (lower ids first).
+    const int A = c.num_agents, parts = c.scan_helpers + 1;
+    if (part < parts) {
 #pragma unroll
       for (int k = 0; k < kMax; ++k) {
         if (k >= K) break;
-        sh.helped_distance[k * A + owner] = best[k];
-        sh.helped_id[k * A + owner] = chosen[k];
+        sh.helped_distance[(part * K + k) * A + agent] = best[k];
+        sh.helped_id[(part * K + k) * A + agent] = chosen[k];
       }
     }
     __syncthreads();
     if (want && ag.on) {
-#pragma unroll 1
-      for (int k = 0; k < K; ++k) {
-        const float d = sh.helped_distance[k * A + ag.a];
-        if (!(d < worst)) break;  // so are the rest: the list is sorted
-        insert(d, sh.helped_id[k * A + ag.a]);
+      // Without branches: the lanes of a warp take from different parts, and divergent
+      // paths would each wait for their own shared load.
+      float head[TAG_SCAN_MAX_PARTS];  // each part's smallest entry not taken yet
+      int head_id[TAG_SCAN_MAX_PARTS], taken[TAG_SCAN_MAX_PARTS];
+#pragma unroll
+      for (int p = 0; p < TAG_SCAN_MAX_PARTS; ++p) {
+        taken[p] = 0;
+        head[p] = INFINITY;
+        head_id[p] = 0;
+        if (p < parts) {
+          head[p] = sh.helped_distance[p * K * A + agent];
+          head_id[p] = sh.helped_id[p * K * A + agent];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kMax; ++k) {
+        if (k >= K) break;
+        float d = head[0];
+        int id = head_id[0], from = 0, next = taken[0] + 1;
+#pragma unroll
+        for (int p = 1; p < TAG_SCAN_MAX_PARTS; ++p) {
+          const bool less = head[p] < d;  // strict: the lower part on equal distances
+          d = less ? head[p] : d;
+          id = less ? head_id[p] : id;
+          from = less ? p : from;
+          next = less ? taken[p] + 1 : next;
+        }
+        best[k] = d;
+        chosen[k] = id;
+        // Part `from`'s next entry (a clamped index: past its K entries it is +inf).
+        const int e = (from * K + min(next, K - 1)) * A + agent;
+        const float after = next < K ? sh.helped_distance[e] : INFINITY;
+        const int after_id = sh.helped_id[e];
+#pragma unroll
+        for (int p = 0; p < TAG_SCAN_MAX_PARTS; ++p) {
+          head[p] = p == from ? after : head[p];
+          head_id[p] = p == from ? after_id : head_id[p];
+          taken[p] = p == from ? next : taken[p];
+        }
       }
     }
   }
@@ -699,8 +740,9 @@ __device__ __forceinline__ float table_entry(const float* table, int size, float
 // is not touched; and the tiles are filled from registers as the state changes, so
 // neither the tag search nor the observations read the game back from global memory.
 // Global state is written where it changes (not at all in a game with an invalid action).
-// With c.scan_helpers the host launches at least 2A threads: threads A .. 2A-1 are idle
-// (ag.on false) in every phase but the partial observations' scan (observe_partial).
+// With c.scan_helpers the host launches at least (scan_helpers + 1) * A threads: threads
+// from A on are idle (ag.on false) in every phase but the partial observations' scan
+// (observe_partial).
 template <int kMax, bool kWide, bool kHelpers = false>
 __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagBuffers& b,
                                const TagOutputs& o, const long long* __restrict__ action,
@@ -763,7 +805,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   if (ag.a == 0 && (stepping || resetting)) s.t[g] = t;
   if (ag.on) {
     put_in_tile(c, sh, threadIdx.x, me);
-  } else if (c.scan_helpers && ag.a == c.num_agents) {
+  } else if (c.scan_helpers && ag.a < c.num_agents + c.scan_helpers) {
     sh.tile[ag.a] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // out of the game: see observe_partial
   }
   __syncthreads();
@@ -921,8 +963,9 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
       int blocks_per_game, int mode, int first_phase, int last_phase
 
 #define TAG_KERNEL(suffix, kMax, kWide, kHelpers)                                           \
-  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_run_##suffix(         \
-      TAG_KERNEL_PARAMS) {                                                                  \
+  extern "C" __global__ void __launch_bounds__(kHelpers ? GV_GAME_MAX_SPLIT_BLOCK           \
+                                                        : GV_GAME_MAX_BLOCK)                \
+      tag_run_##suffix(TAG_KERNEL_PARAMS) {                                                 \
     run<kMax, kWide, kHelpers>(c, s, b, o, action, mask, blocks_per_game, mode,             \
                                first_phase, last_phase);                                    \
   }

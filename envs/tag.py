@@ -411,9 +411,11 @@ def render_frame(params: TagParams, game: dict[str, np.ndarray]) -> np.ndarray:
 
 # -- the kernel binding of cuda_src/tag.cu --
 
-MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
+MAX_SPLIT_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_SPLIT_BLOCK")
 SCAN_HELPERS_VARIABLE = "GPU_VECENV_TAG_SCAN_HELPERS"
 SCAN_HELPERS_MAX_OBSERVED = int_constant("tag.cu", "TAG_SCAN_HELPERS_MAX_OBSERVED")
+SCAN_MAX_PARTS = int_constant("tag.cu", "TAG_SCAN_MAX_PARTS")
+"""The most threads per agent in the K-nearest scan: the agent's own and its helpers."""
 SCAN_HELPERS_MIN_AGENTS = 32
 """Under ``auto``, games of fewer agents get no scan helpers: their scan is a few
 candidates, which leaves the helpers' merge and extra barrier little to win back (H200,
@@ -422,35 +424,58 @@ helpers, 5.3 with)."""
 
 
 def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -> int:
-    """2 where the one-block step gives each agent a scan helper (``observe_partial`` in
-    ``tag.cu``: thread ``A + a`` scans half of agent ``a``'s candidates for its K nearest),
-    else 1. Helpers need partial observations of K <= 16 (``TAG_SCAN_HELPERS_MAX_OBSERVED``)
-    and ``2 * A <= GV_GAME_MAX_BLOCK``; they pay off when the launch has at most one block
-    per SM (then each block's serial scan is the step's latency; with more blocks, the extra
-    threads only take issue slots from other blocks) and the games have at least
-    :data:`SCAN_HELPERS_MIN_AGENTS` agents. ``$GPU_VECENV_TAG_SCAN_HELPERS``:
-    ``auto`` (default, that rule), ``1`` (on wherever possible) or ``0`` (off), for A/B
+    """H, the threads per agent of the one-block step: the agent's own and ``H - 1`` scan
+    helpers (``observe_partial`` in ``tag.cu``: thread ``p * A + a`` scans part ``p`` of
+    agent ``a``'s candidates for its K nearest, and the agent merges the H lists), 1 for
+    none. Helpers need partial observations of K <= 16 (``TAG_SCAN_HELPERS_MAX_OBSERVED``)
+    and ``H * A <= GV_GAME_MAX_SPLIT_BLOCK``, H at most :data:`SCAN_MAX_PARTS`; they pay off when
+    the launch has at most one block per SM (then each block's serial scan is the step's
+    latency; with more blocks, the extra threads only take issue slots from other blocks)
+    and the games have at least :data:`SCAN_HELPERS_MIN_AGENTS` agents: there H is the
+    largest up to :data:`AUTO_SCAN_PARTS` that fits one block with the block's observation
+    rows still staged in shared memory (:func:`shared_bytes`; none if even 2 does not).
+    ``$GPU_VECENV_TAG_SCAN_HELPERS``:
+    ``auto`` (default, that rule) or a number of helpers per agent, 0 to
+    ``SCAN_MAX_PARTS - 1``, used wherever possible (as many as fit where fewer do), for A/B
     measurements; the results are bit for bit the same."""
     text = os.environ.get(SCAN_HELPERS_VARIABLE, "").strip().lower() or "auto"
-    if text not in ("0", "1", "auto"):
-        raise ValueError(f"{SCAN_HELPERS_VARIABLE} must be 0, 1 or auto, got {text!r}")
-    possible = (not params.use_full_observation and 2 * params.num_agents <= MAX_BLOCK
-                and params.num_other_agents_observed <= SCAN_HELPERS_MAX_OBSERVED)
-    if text == "0" or not possible:
+    choices = [str(n) for n in range(SCAN_MAX_PARTS)]
+    if text not in (*choices, "auto"):
+        raise ValueError(f"{SCAN_HELPERS_VARIABLE} must be auto or a number of helpers per "
+                         f"agent, {', '.join(choices)}; got {text!r}")
+    fit = min(SCAN_MAX_PARTS, MAX_SPLIT_BLOCK // params.num_agents)
+    if (params.use_full_observation or fit < 2
+            or params.num_other_agents_observed > SCAN_HELPERS_MAX_OBSERVED):
         return 1
-    if text == "1":
-        return 2
+    if text != "auto":
+        return min(int(text) + 1, fit)
     few_games = num_games <= torch.cuda.get_device_properties(device).multi_processor_count
-    return 2 if few_games and params.num_agents >= SCAN_HELPERS_MIN_AGENTS else 1
+    if not few_games or params.num_agents < SCAN_HELPERS_MIN_AGENTS:
+        return 1
+    limit = _shared_limit(device)
+    for parts in range(min(AUTO_SCAN_PARTS, fit), 1, -1):
+        block = 32 * -(-parts * params.num_agents // 32)
+        if _shared_sizes(params, block, parts - 1)[1] <= limit:
+            return parts
+    return 1
+
+
+AUTO_SCAN_PARTS = 4
+"""The most threads per agent under ``auto``. H200, one graph node a step (all bit for bit
+alike), 1, 2, 3 and 4 threads per agent: 100×105 (K = 10) 20.7, 15.5, 14.0, 13.9 µs;
+100×128 23.9, 17.1, 15.4, 15.0; 132×64 15.0, 11.9, 11.0, 10.3; 100×50 12.8, 10.8, 10.2, 9.7.
+Where the rows are no longer staged it loses: 100×105 with K = 16 at 4 (not staged) 34.6
+against 18.8 at 3; 30×200 at 2 (not staged) 40.5 against 34.2 at 1."""
 
 
 def _scan_helpers(params: TagParams, launch: GameLaunch) -> int:
-    return int(launch.threads_per_agent == 2)
+    return launch.threads_per_agent - 1
 
 
 def _scan_split(params: TagParams, launch: GameLaunch) -> int:
-    """Agent ``a`` scans candidates ``[0, split)``, its helper ``[split, A)``."""
-    return (params.num_agents + 1) // 2
+    """Part ``p`` of an agent's scan takes candidates ``[p * split, (p + 1) * split)``."""
+    return -(-params.num_agents // launch.threads_per_agent)
+
 
 KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, source in (
     ("num_agents", "i", "num_agents"),
@@ -517,12 +542,12 @@ def one_block_step_kernel(params: TagParams, kernel: str) -> str | None:
 def kernel_name(params: TagParams, blocks: int, device: torch.device) -> str:
     """``tag_run_full`` or ``tag_run_k<kMax>[_wide|_helpers]`` (partial, K <= kMax). The
     wide scan pays off when the launch has too few blocks to fill the GPU and its games are
-    larger than a block; ``_helpers`` where :func:`threads_per_agent` gives each agent a
-    scan helper (one block per game: ``blocks`` is the number of games)."""
+    larger than a block; ``_helpers`` where :func:`threads_per_agent` gives each agent scan
+    helpers (one block per game: ``blocks`` is the number of games)."""
     if params.use_full_observation:
         return "tag_run_full"
     k_max = next(k for k in (4, 8, 10, 16, MAX_OBSERVED) if params.num_other_agents_observed <= k)
-    if threads_per_agent(params, blocks, device) == 2:
+    if threads_per_agent(params, blocks, device) > 1:
         return f"tag_run_k{k_max}_helpers"
     few_blocks = blocks < 2 * torch.cuda.get_device_properties(device).multi_processor_count
     return f"tag_run_k{k_max}" + ("_wide" if few_blocks and params.num_agents > 256 else "")
@@ -548,17 +573,27 @@ STAGE_LIMIT_BYTES = 100 * 1024
 def shared_bytes(params: TagParams, launch: GameLaunch, device: torch.device) -> int:
     """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag.cu``):
     per thread two float4 tile entries and an int (the tags per tagger of a game that fits
-    one block), with scan helpers ``K * A`` floats and ints (the helpers' lists), plus,
+    one block), with scan helpers ``H * K * A`` floats and ints (each part's list, H threads
+    per agent), plus,
     where it fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
     ``obs_dim | 1`` floats per agent of the block for staging its observation rows (so the
     block writes them to global memory as one contiguous span)."""
-    block = launch.block
-    helped = _scan_helpers(params, launch) * params.num_observed * params.num_agents
+    base, staged = _shared_sizes(params, launch.block, _scan_helpers(params, launch))
+    return staged if staged <= _shared_limit(device) else base
+
+
+def _shared_sizes(params: TagParams, block: int, helpers: int) -> tuple[int, int]:
+    """``(bytes without the staged rows, bytes with them)`` of a block of ``block`` threads
+    with ``helpers`` scan helpers per agent."""
+    helped = (helpers + 1 if helpers else 0) * params.num_observed * params.num_agents
     base = block * (2 * 16 + 4) + helped * (4 + 4)
-    staged = base + min(block, params.num_agents) * (params.obs_dim | 1) * 4
+    return base, base + min(block, params.num_agents) * (params.obs_dim | 1) * 4
+
+
+def _shared_limit(device: torch.device) -> int:
+    """The most dynamic shared memory a staging block takes on ``device``."""
     props = torch.cuda.get_device_properties(device)
-    limit = min(STAGE_LIMIT_BYTES, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
-    return staged if staged <= limit else base
+    return min(STAGE_LIMIT_BYTES, getattr(props, "shared_memory_per_block_optin", 48 * 1024))
 
 
 def check_kernel_params(params: TagParams) -> None:

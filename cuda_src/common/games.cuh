@@ -28,6 +28,9 @@
 #include "consts.cuh"     // GV_CONST_MEMBER, GV_CONST_TEXT: one field list, two expansions
 
 #define GV_GAME_MAX_BLOCK 256
+// The most threads of a one-block launch with several threads per agent (a binding's
+// threads_per_agent above 1); the kernels launched so declare it as their launch bound.
+#define GV_GAME_MAX_SPLIT_BLOCK 512
 
 enum GvGamePhase {
   kValidate = 0,    // check the actions; count invalid ones per game (game_bad)

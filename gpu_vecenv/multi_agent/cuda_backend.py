@@ -7,10 +7,10 @@ Same interface and semantics as :class:`gpu_vecenv.multi_agent.torch_backend.Mul
 launches on torch's current stream, capturable into CUDA graphs).
 
 Each game gets ``ceil(A / block)`` blocks of ``block = min(GV_GAME_MAX_BLOCK, A rounded up
-to 32)`` threads, one per agent, or, where the binding asks for two threads per agent
+to 32)`` threads, one per agent, or, where the binding asks for H threads per agent
 (:attr:`~gpu_vecenv.multi_agent.kernel_binding.GameKernelBinding.threads_per_agent`, e.g.
-Tag's scan helpers, ``$GPU_VECENV_TAG_SCAN_HELPERS``), one block of ``2 * A`` rounded up to
-32. A step is a fixed sequence of phases (the ``GvGamePhase``
+Tag's scan helpers, ``$GPU_VECENV_TAG_SCAN_HELPERS``), one block of ``H * A`` rounded up to
+32 (at most ``GV_GAME_MAX_SPLIT_BLOCK``). A step is a fixed sequence of phases (the ``GvGamePhase``
 enum of ``common/games.cuh``): one launch when a game fits one block, else one launch per
 phase, so games of any size run without blocks waiting on each other.
 """
@@ -31,6 +31,7 @@ from gpu_vecenv.multi_agent.kernel_binding import GameLaunch, check_consts_layou
 from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
 
 MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
+MAX_SPLIT_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_SPLIT_BLOCK")
 PHASE = enum_values("common/games.cuh", "GvGamePhase")
 """Phase ids by their C names (``kValidate``, ``kMove``, ...)."""
 STEP_PHASES = tuple(PHASE[p] for p in ("kValidate", "kMove", "kInteract", "kFinish",
@@ -66,10 +67,11 @@ class GameCudaBackend:
         G, A = env.num_games, env.num_agents
         per_agent = (1 if binding.threads_per_agent is None
                      else binding.threads_per_agent(env.params, G, self.device))
-        if per_agent not in (1, 2) or (per_agent == 2 and 2 * A > MAX_BLOCK):
-            raise ValueError(f"{per_agent} threads per agent: {A} agents get 1, or 2 where "
-                             f"{2 * A} threads fit one block ({MAX_BLOCK})")
-        self.block = min(MAX_BLOCK, 32 * math.ceil(per_agent * A / 32))
+        if per_agent < 1 or (per_agent > 1 and per_agent * A > MAX_SPLIT_BLOCK):
+            raise ValueError(f"{per_agent} threads per agent: {A} agents get 1, or more where "
+                             f"{per_agent * A} threads fit one block ({MAX_SPLIT_BLOCK})")
+        limit = MAX_BLOCK if per_agent == 1 else MAX_SPLIT_BLOCK
+        self.block = min(limit, 32 * math.ceil(per_agent * A / 32))
         self.blocks_per_game = math.ceil(A / self.block)
         launch = GameLaunch(self.block, self.blocks_per_game, per_agent)
         if G * self.blocks_per_game >= 2**31 or G * A * env.obs_dim >= 2**62:

@@ -40,8 +40,8 @@ class GameLaunch:
     blocks_per_game: int
     """Consecutive blocks of one game."""
     threads_per_agent: int = 1
-    """2: a one-block launch holds a second thread per agent (thread ``A + a`` for agent
-    ``a``; :attr:`GameKernelBinding.threads_per_agent` says when)."""
+    """H > 1: a one-block launch holds H threads per agent (threads ``p * A + a``,
+    ``0 <= p < H``, for agent ``a``; :attr:`GameKernelBinding.threads_per_agent` says when)."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,8 @@ class GameKernelBinding:
     """``(params, launch, device) -> dynamic shared memory per block`` the kernels are
     launched with (they may read its size); ``None``: none."""
     threads_per_agent: Callable[[Any, int, torch.device], int] | None = None
-    """``(params, num_games, device) -> 1 or 2``: threads per agent of the launch (2 only
-    where ``2 * A`` threads fit one block: :class:`GameLaunch`); ``None``: 1."""
+    """``(params, num_games, device) -> H``: threads per agent of the launch (H > 1 only
+    where ``H * A`` threads fit one block: :class:`GameLaunch`); ``None``: 1."""
     check_params: Callable[[Any], None] | None = None
     """Raises ``ValueError`` for params the kernels cannot run (the torch backend can)."""
     one_block_step: Callable[[Any, str], str | None] | None = None

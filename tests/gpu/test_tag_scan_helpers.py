@@ -1,5 +1,5 @@
-"""Tag's scan helpers (``observe_partial`` in cuda_src/tag.cu: thread A + a scans half of
-agent a's candidates for its K nearest) against one thread per agent: the same
+"""Tag's scan helpers (``observe_partial`` in cuda_src/tag.cu: threads p * A + a, 0 < p < H,
+scan parts of agent a's candidates for its K nearest) against one thread per agent: the same
 observations, rewards, flags and state, bit for bit, over roll-outs with invalid actions
 and injected states, in every autoreset mode; and against the torch reference.
 ``$GPU_VECENV_TAG_SCAN_HELPERS`` picks them per env (read when the backend is built)."""
@@ -12,6 +12,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gpu_vecenv.envs import tag
 from gpu_vecenv.envs.tag import TagVectorEnv
 from tests.gpu.test_tag_kernels import (
     MODES,
@@ -46,13 +47,15 @@ def _outputs(out):
     return [p.clone() for p in parts]
 
 
+@pytest.mark.parametrize("helpers", [1, 3])
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 @pytest.mark.parametrize(("games", "agents", "k"), SIZES)
 def test_scan_helpers_step_bit_for_bit_like_one_thread_per_agent(games, agents, k, mode,
-                                                                  monkeypatch):
-    on = _env(games, agents, k, mode, "1", monkeypatch)
+                                                                  helpers, monkeypatch):
+    on = _env(games, agents, k, mode, str(helpers), monkeypatch)
     off = _env(games, agents, k, mode, "0", monkeypatch)
-    assert on.backend.block == 32 * math.ceil(2 * agents / 32)
+    parts = min(helpers + 1, tag.MAX_SPLIT_BLOCK // agents)
+    assert on.backend.block == 32 * math.ceil(parts * agents / 32)
     assert off.backend.block == 32 * math.ceil(agents / 32)
     gen = torch.Generator(device="cuda").manual_seed(games * 131 + agents)
     for first, second in zip(on.reset(seed=7), off.reset(seed=7), strict=False):
@@ -76,9 +79,10 @@ def test_scan_helpers_step_bit_for_bit_like_one_thread_per_agent(games, agents, 
         off.buffers.error_count.zero_()
 
 
-@pytest.mark.parametrize(("games", "agents", "k"), [(100, 105, None), (7, 33, 5)])
-def test_scan_helpers_match_the_torch_reference(games, agents, k, monkeypatch):
-    cuda = _env(games, agents, k, AutoresetMode.NEXT_STEP, "1", monkeypatch)
+@pytest.mark.parametrize(("games", "agents", "k", "helpers"),
+                         [(100, 105, None, 3), (100, 105, None, 1), (7, 33, 5, 2)])
+def test_scan_helpers_match_the_torch_reference(games, agents, k, helpers, monkeypatch):
+    cuda = _env(games, agents, k, AutoresetMode.NEXT_STEP, str(helpers), monkeypatch)
     params = tag_params(agents, full=False)
     params["episode_length"] = 25
     if k is not None:
@@ -98,4 +102,5 @@ def test_auto_turns_scan_helpers_on_only_for_launches_of_at_most_one_block_per_s
     few = TagVectorEnv(min(100, sms), device="cuda", backend="cuda", **params)
     many = TagVectorEnv(2000, device="cuda", backend="cuda", **params)
     full = TagVectorEnv(10, device="cuda", backend="cuda", **tag_params(105, full=True))
-    assert few.backend.block == 224 and many.backend.block == 128 and full.backend.block == 128
+    assert few.backend.block == 32 * math.ceil(tag.AUTO_SCAN_PARTS * 105 / 32)
+    assert many.backend.block == 128 and full.backend.block == 128

@@ -3,7 +3,7 @@ one launch (``step_one_block``, registers, block reductions) against the same st
 phase per launch (``run()``'s phases, global counters), bit for bit, in every autoreset
 mode, with full and partial observations, staged rows or not, runners exiting or not,
 invalid actions, ``reset()`` and ``observe()`` launches between steps; and the one-launch
-step with scan helpers (2A threads, two per agent in the K-nearest scan) against it without
+step with scan helpers (2 to 4 threads per agent in the K-nearest scan) against it without
 them. The float math is the host's libm, so this ties the paths to each other, not to the
 GPU (the GPU tests tie them to the torch reference)."""
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpu_vecenv.backends.compiler import CUDA_SRC
+from gpu_vecenv.envs.tag import SCAN_MAX_PARTS as MAX_PARTS
 
 HERE = Path(__file__).resolve().parent / "tag_emulation"
 CONFIGS = [  # games, agents, taggers, K (0: full observation)
@@ -74,11 +75,16 @@ def test_scan_helpers_change_nothing(emulated_tag, tmp_path, games, agents, tagg
                                      staged, ties, phased):
     """Odd and even A, K below kMax and K = A - 1, tied distances (``ties``: agents on a
     grid of whole numbers, half of them still), every autoreset mode, staged or not."""
-    outputs = []
-    for helpers in (0, 1):
+    outputs = {}
+    for helpers in range(MAX_PARTS):  # helpers per agent: 0 (one thread per agent) to 3
+        if (helpers + 1) * agents > 1024:
+            continue
         out = tmp_path / f"{helpers}.bin"
         args = [str(a) for a in (games, agents, taggers, k, mode, 8, agents + k, staged,
-                                 agents % 2, 0.03, phased, 256, out, helpers, ties)]
+                                 agents % 2, 0.03, phased, 1024, out, helpers, ties)]
         subprocess.run([str(emulated_tag), *args], check=True, capture_output=True, timeout=300)
-        outputs.append(out.read_bytes())
-    assert outputs[0] == outputs[1]
+        outputs[helpers] = out.read_bytes()
+    assert len(outputs) >= 3
+    for helpers, output in outputs.items():
+        assert output == outputs[0], f"{helpers} helpers per agent"
+

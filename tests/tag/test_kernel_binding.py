@@ -94,31 +94,36 @@ def test_the_generic_layer_takes_roles_and_draws_from_the_definition():
 
 
 def test_scan_helpers_only_where_the_kernel_has_them(monkeypatch):
-    """``$GPU_VECENV_TAG_SCAN_HELPERS`` (0, 1, auto): two threads per agent only for
-    partial observations of games whose 2A threads fit one block (auto needs a GPU: the
-    GPU tests check it)."""
+    """``$GPU_VECENV_TAG_SCAN_HELPERS`` (a number of helpers, or auto): H threads per agent
+    only for partial observations of K <= 16 whose H * A threads fit one block, as many as
+    fit where fewer do (auto needs a GPU: the GPU tests check it)."""
     import torch
 
     cpu = torch.device("cpu")
     partial = tag.TagParams(num_taggers=10, num_runners=95, use_full_observation=False,
                             num_other_agents_observed=10)
     full = tag.TagParams(num_taggers=10, num_runners=95)
-    too_big = tag.TagParams(num_taggers=10, num_runners=119, use_full_observation=False)
+    wide = tag.TagParams(num_taggers=10, num_runners=190, use_full_observation=False)
+    too_big = tag.TagParams(num_taggers=10, num_runners=247, use_full_observation=False)
     k17 = tag.TagParams(num_taggers=10, num_runners=95, use_full_observation=False,
                         num_other_agents_observed=17)
-    monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "1")
-    assert tag.threads_per_agent(partial, 100, cpu) == 2
-    assert tag.threads_per_agent(full, 100, cpu) == tag.threads_per_agent(too_big, 1, cpu) == 1
+    assert tag.SCAN_MAX_PARTS == 4 and tag.MAX_SPLIT_BLOCK == 512
+    for helpers in range(tag.SCAN_MAX_PARTS):
+        monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, str(helpers))
+        assert tag.threads_per_agent(partial, 100, cpu) == helpers + 1
+        assert tag.threads_per_agent(wide, 100, cpu) == min(helpers + 1, 2)  # 200 agents
+        assert tag.threads_per_agent(full, 100, cpu) == tag.threads_per_agent(too_big, 1, cpu) == 1
     assert tag.threads_per_agent(k17, 1, cpu) == 1 and tag.SCAN_HELPERS_MAX_OBSERVED == 16
-    monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "0")
-    assert tag.threads_per_agent(partial, 100, cpu) == 1
-    monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, "yes")
-    with pytest.raises(ValueError, match="must be 0, 1 or auto"):
-        tag.threads_per_agent(partial, 100, cpu)
-    on = GameLaunch(block=224, blocks_per_game=1, threads_per_agent=2)
-    values = dict(zip([c.name for c in tag.KERNEL_CONSTANTS],
-                      tag.KERNEL_BINDING.pack_constants(partial, on)[0], strict=True))
-    assert values["scan_helpers"] == 1 and values["scan_split"] == 53
+    for text in ("yes", "4", "-1"):
+        monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, text)
+        with pytest.raises(ValueError, match="must be auto or a number of helpers"):
+            tag.threads_per_agent(partial, 100, cpu)
+    for parts, split in ((2, 53), (3, 35), (4, 27)):
+        on = GameLaunch(block=32 * -(-parts * 105 // 32), blocks_per_game=1,
+                        threads_per_agent=parts)
+        values = dict(zip([c.name for c in tag.KERNEL_CONSTANTS],
+                          tag.KERNEL_BINDING.pack_constants(partial, on)[0], strict=True))
+        assert values["scan_helpers"] == parts - 1 and values["scan_split"] == split
 
 
 def test_one_block_step_entries_exist_and_are_chosen_for_large_games():

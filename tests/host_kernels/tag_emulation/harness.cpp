@@ -4,8 +4,8 @@
 // after a reset of some games and an observation of all, to compare two builds bytewise
 // (compare.sh). Floats come from the host's libm, so the
 // results are not the GPU's, but two versions of the kernel must agree with each other.
-// Built with -DEMU_SCAN_HELPERS (a tag.cu with TagConsts::scan_helpers), `helpers` = 1
-// launches 2A threads per block (rounded up to 32) with scan helpers on, as
+// Built with -DEMU_SCAN_HELPERS (a tag.cu with TagConsts::scan_helpers), `helpers` = n > 0
+// launches (n + 1) * A threads per block (rounded up to 32) with n scan helpers per agent, as
 // gpu_vecenv/multi_agent/cuda_backend.py does; `ties` = 1 starts the agents at rest on a
 // grid of whole numbers, and about half of them keep still (actions 0, 0), so many
 // distances are equal.
@@ -67,10 +67,14 @@ int main(int argc, char** argv) {
   int block = 32 * ((A + 31) / 32); if (block > block_cap) block = block_cap;
   if (helpers) {
 #ifdef EMU_SCAN_HELPERS
-    block = 32 * ((2 * A + 31) / 32);
-    if (K == 0 || 2 * A > block_cap) { fprintf(stderr, "no scan helpers here\n"); return 2; }
-    c.scan_helpers = 1;
-    c.scan_split = (A + 1) / 2;
+    const int parts = helpers + 1;
+    block = 32 * ((parts * A + 31) / 32);
+    if (K == 0 || parts * A > block_cap || parts > TAG_SCAN_MAX_PARTS) {
+      fprintf(stderr, "no scan helpers here\n");
+      return 2;
+    }
+    c.scan_helpers = helpers;
+    c.scan_split = (A + parts - 1) / parts;
 #else
     fprintf(stderr, "built without EMU_SCAN_HELPERS\n");
     return 2;
@@ -103,7 +107,7 @@ int main(int argc, char** argv) {
   TagOutputs o{obs.data(), rew.data(), (bool*)term.data(), (bool*)trunc.data(),
                mode == 1 ? fobs.data() : nullptr, (bool*)active.data()};
   unsigned base = block * EMU_TILE_BYTES;  // TagShared without the stage
-  if (helpers) base += A * c.num_observed * 8;  // the helpers' lists
+  if (helpers) base += (helpers + 1) * A * c.num_observed * 8;  // the parts' lists
   emu_smem_bytes = staged ? base + block * (D | 1) * 4 : base;
   Kernel k = K == 0 ? tag_run_full : (K <= 4 ? tag_run_k4 : tag_run_k10);
 #ifdef EMU_SCAN_HELPERS

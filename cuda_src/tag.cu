@@ -25,7 +25,8 @@
 #define TAG_MAX_OBSERVED 32  // the largest K (num_other_agents_observed) a kernel keeps
 
 // The largest kMax with a scan-helpers kernel (tag_run_k<kMax>_helpers, observe_partial):
-// a k32 one's second copy of the insertion code (the merge) spilled 270 more bytes.
+// a k32 one spilled 270 more bytes (measured when the helpers' lists were merged by a
+// second copy of the insertion code).
 #define TAG_SCAN_HELPERS_MAX_OBSERVED 16
 // The most threads per agent in the scan (the agent's own and scan_helpers helpers).
 #define TAG_SCAN_MAX_PARTS 4

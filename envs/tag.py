@@ -461,11 +461,11 @@ def threads_per_agent(params: TagParams, num_games: int, device: torch.device) -
 
 
 AUTO_SCAN_PARTS = 4
-"""The most threads per agent under ``auto``. H200, one graph node a step (all bit for bit
-alike), 1, 2, 3 and 4 threads per agent: 100×105 (K = 10) 20.7, 15.5, 14.0, 13.9 µs;
-100×128 23.9, 17.1, 15.4, 15.0; 132×64 15.0, 11.9, 11.0, 10.3; 100×50 12.8, 10.8, 10.2, 9.7.
-Where the rows are no longer staged it loses: 100×105 with K = 16 at 4 (not staged) 34.6
-against 18.8 at 3; 30×200 at 2 (not staged) 40.5 against 34.2 at 1."""
+"""The most threads per agent under ``auto``. H200, one graph node a step (bit for bit
+alike), 1, 3 and 4 threads per agent: 100×105 (K = 10) 20.8, 13.2, 12.9 µs (15.4 with the
+earlier two); 100×128 23.9, 14.6, 14.0; 132×64 15.0, 10.2, 9.3; 100×50 12.8, 9.4, 8.7;
+7×33 9.9, 7.7, 7.6. Where the rows are no longer staged it loses: 100×105 with K = 16 at 4
+(not staged) 32.2 against 17.5 at 3; 30×200 at 2 (not staged) 38.8 against 34.3 at 1."""
 
 
 def _scan_helpers(params: TagParams, launch: GameLaunch) -> int:

@@ -1,6 +1,7 @@
 """compute-sanitizer memcheck and racecheck over the Tag kernels, at small sizes: one block
 per game (all phases in one launch, shared-memory tiles between barriers) and several
-blocks per game (one launch per phase), every autoreset mode, both observation modes."""
+blocks per game (one launch per phase), every autoreset mode, both observation modes, one
+to three scan helpers per agent."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 SCRIPT = """
+import os
 import torch
 from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
@@ -28,6 +30,15 @@ for mode in ("next_step", "same_step", "disabled"):
             env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
         env.reset(options={"reset_mask": torch.tensor([True] + [False] * (games - 1),
                                                       device="cuda")})
+    for helpers in ("1", "2", "3"):  # scan helpers per agent (auto gives 2 x 40 three)
+        os.environ["GPU_VECENV_TAG_SCAN_HELPERS"] = helpers
+        env = TagVectorEnv(2, device="cuda", backend="cuda", autoreset_mode=mode,
+                           num_taggers=3, num_runners=30, use_full_observation=False,
+                           num_other_agents_observed=7, tagging_distance=0.3, episode_length=6)
+        os.environ.pop("GPU_VECENV_TAG_SCAN_HELPERS")
+        env.reset(seed=0)
+        for _ in range(8):
+            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
     for games, agents in ((3, 5), (2, 300)):
         env = TagGridVectorEnv(games, device="cuda", backend="cuda", autoreset_mode=mode,
                                num_taggers=agents - 1, grid_length=3, episode_length=5,

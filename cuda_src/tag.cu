@@ -443,6 +443,54 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
   write_tail(c, me, ag, playing, row);
 }
 
+// With scan helpers: an agent's observation slots are written by all H threads of the
+// agent, thread p * A + a the slots k = p, p + H, ... of agent a's row (the parts' lists
+// are read by then). The agents first publish their K nearest in shared memory (in part
+// 0's lists; +inf where the agent shows none, which writes zeros); the agent's own thread
+// writes the row's tail. Every thread of the block calls it (it holds barriers).
+template <int kMax>
+__device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
+                                  const TagObserver& me, const Agent& ag, int part, int agent,
+                                  bool visible, const float (&best)[kMax],
+                                  const int (&chosen)[kMax], float* row) {
+  const int A = c.num_agents, K = c.num_observed, parts = c.scan_helpers + 1;
+  __syncthreads();  // every agent's merge has read the parts' lists
+  if (part == 0) {
+#pragma unroll
+    for (int k = 0; k < kMax; ++k) {
+      if (k >= K) break;
+      sh.helped_distance[k * A + agent] = best[k];
+      sh.helped_id[k * A + agent] = chosen[k];
+    }
+  }
+  __syncthreads();
+  if (part >= parts) return;
+  // `row` is this thread's slot of the rows (staged or global); the agent's is part * A
+  // rows before it.
+  const long long stride = sh.staged ? stage_stride(c) : c.obs_dim;
+  float* const agent_row = row - part * A * stride;
+  float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
+  normalised(c, sh, agent, own);
+  for (int k = part; k < K; k += parts) {
+    const float d = sh.helped_distance[k * A + agent];
+    if (!(d < INFINITY)) {
+#pragma unroll
+      for (int f = 0; f < kTagFeatures; ++f) agent_row[f * K + k] = 0.0f;
+      continue;
+    }
+    const int other = sh.helped_id[k * A + agent];
+    normalised(c, sh, other, theirs);
+#pragma unroll
+    for (int f = 0; f < kTagDiffFeatures; ++f) agent_row[f * K + k] = theirs[f] - own[f];
+    agent_row[kTagRoleFeature * K + k] = other < c.num_taggers ? 1.0f : 0.0f;
+    agent_row[kTagInGameFeature * K + k] = 1.0f;
+  }
+  if (part != 0) return;
+  if (visible) return write_tail(c, me, ag, me.own.in_game != 0, row);
+  row[kTagFeatures * K] = 0.0f;
+  if (c.own_role) row[kTagFeatures * K + 1] = 0.0f;
+}
+
 // Partial observation: the K nearest others still in the game, by increasing squared
 // distance, lower index first on ties (as a stable sort), zero-padded. The sorted list
 // lives in registers (kMax >= K slots, fully unrolled); candidates come through shared
@@ -623,6 +671,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       }
     }
   }
+  if (split) return write_slots_split(c, sh, me, ag, part, agent, visible, best, chosen, row);
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];

@@ -443,6 +443,23 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
   write_tail(c, me, ag, playing, row);
 }
 
+// Slot k of a partial observation row (K slots a feature): the other agent `other`, of
+// normalised values `theirs`, as the observer (`own`) sees it; or nobody (zeros).
+__device__ __forceinline__ void write_seen_slot(const TagConsts& c, float* row, int K, int k,
+                                                int other,
+                                                const float (&own)[kTagDiffFeatures],
+                                                const float (&theirs)[kTagDiffFeatures]) {
+#pragma unroll
+  for (int f = 0; f < kTagDiffFeatures; ++f) row[f * K + k] = theirs[f] - own[f];
+  row[kTagRoleFeature * K + k] = other < c.num_taggers ? 1.0f : 0.0f;
+  row[kTagInGameFeature * K + k] = 1.0f;
+}
+
+__device__ __forceinline__ void write_empty_slot(float* row, int K, int k) {
+#pragma unroll
+  for (int f = 0; f < kTagFeatures; ++f) row[f * K + k] = 0.0f;
+}
+
 // With scan helpers: an agent's observation slots are written by all H threads of the
 // agent, thread p * A + a the slots k = p, p + H, ... of agent a's row (the parts' lists
 // are read by then). The agents first publish their K nearest in shared memory (in part
@@ -474,16 +491,12 @@ __device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
   for (int k = part; k < K; k += parts) {
     const float d = sh.helped_distance[k * A + agent];
     if (!(d < INFINITY)) {
-#pragma unroll
-      for (int f = 0; f < kTagFeatures; ++f) agent_row[f * K + k] = 0.0f;
+      write_empty_slot(agent_row, K, k);
       continue;
     }
     const int other = sh.helped_id[k * A + agent];
     normalised(c, sh, other, theirs);
-#pragma unroll
-    for (int f = 0; f < kTagDiffFeatures; ++f) agent_row[f * K + k] = theirs[f] - own[f];
-    agent_row[kTagRoleFeature * K + k] = other < c.num_taggers ? 1.0f : 0.0f;
-    agent_row[kTagInGameFeature * K + k] = 1.0f;
+    write_seen_slot(c, agent_row, K, k, other, own, theirs);
   }
   if (part != 0) return;
   if (visible) return write_tail(c, me, ag, me.own.in_game != 0, row);
@@ -681,8 +694,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     if (k >= K) break;
     const bool seen = playing && best[k] < INFINITY;
     if (!seen) {
-#pragma unroll
-      for (int f = 0; f < kTagFeatures; ++f) row[f * K + k] = 0.0f;
+      write_empty_slot(row, K, k);
       continue;
     }
     if (one_tile) {
@@ -690,10 +702,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     } else {
       normalised(c, s, game + chosen[k], theirs);
     }
-#pragma unroll
-    for (int f = 0; f < kTagDiffFeatures; ++f) row[f * K + k] = theirs[f] - own[f];
-    row[kTagRoleFeature * K + k] = chosen[k] < c.num_taggers ? 1.0f : 0.0f;
-    row[kTagInGameFeature * K + k] = 1.0f;
+    write_seen_slot(c, row, K, k, chosen[k], own, theirs);
   }
   write_tail(c, me, ag, playing, row);
 }

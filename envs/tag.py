@@ -464,7 +464,9 @@ AUTO_SCAN_PARTS = 4
 """The most threads per agent under ``auto``. H200, one graph node a step (bit for bit
 alike), 1, 3 and 4 threads per agent: 100×105 (K = 10) 20.8, 13.2, 12.9 µs (15.4 with the
 earlier two); 100×128 23.9, 14.6, 14.0; 132×64 15.0, 10.2, 9.3; 100×50 12.8, 9.4, 8.7;
-7×33 9.9, 7.7, 7.6. Where the rows are no longer staged it loses: 100×105 with K = 16 at 4
+7×33 9.9, 7.7, 7.6; games of more than 128 agents (two or three threads per agent fit,
+none before): 100×150 27.6 at 1, 17.9 at 3; 100×190 33.4 at 1, 23.9 at 2; 60×170 30.3 at 1,
+22.2 at 2. Where the rows are no longer staged it loses: 100×105 with K = 16 at 4
 (not staged) 32.2 against 17.5 at 3; 30×200 at 2 (not staged) 38.8 against 34.3 at 1."""
 
 

@@ -644,65 +644,44 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     __syncthreads();
     if (want && ag.on) {
       // Without branches: the lanes of a warp take from different parts, and divergent
-      // paths would each wait for their own shared load. Each part's next three entries
-      // wait in registers (q0: its smallest not taken yet), and the entry that refills a
-      // part's queue is loaded a slot ahead of its use, so no slot waits on its own load.
-      float q0[TAG_SCAN_MAX_PARTS], q1[TAG_SCAN_MAX_PARTS], q2[TAG_SCAN_MAX_PARTS];
-      int i0[TAG_SCAN_MAX_PARTS], i1[TAG_SCAN_MAX_PARTS], i2[TAG_SCAN_MAX_PARTS];
-      int last[TAG_SCAN_MAX_PARTS];  // the index of the part's entry in q2 (or loading)
-      // Entry n of part p's list; +inf past its K entries (a clamped index).
-      auto entry_distance = [&](int p, int n) {
-        const float d = sh.helped_distance[(p * K + min(n, K - 1)) * A + agent];
-        return n < K ? d : INFINITY;
-      };
-      auto entry_id = [&](int p, int n) { return sh.helped_id[(p * K + min(n, K - 1)) * A + agent]; };
+      // paths would each wait for their own shared load.
+      float head[TAG_SCAN_MAX_PARTS];  // each part's smallest entry not taken yet
+      int head_id[TAG_SCAN_MAX_PARTS], taken[TAG_SCAN_MAX_PARTS];
 #pragma unroll
       for (int p = 0; p < TAG_SCAN_MAX_PARTS; ++p) {
-        q0[p] = q1[p] = q2[p] = INFINITY;
-        i0[p] = i1[p] = i2[p] = 0;
-        last[p] = 2;
+        taken[p] = 0;
+        head[p] = INFINITY;
+        head_id[p] = 0;
         if (p < parts) {
-          q0[p] = entry_distance(p, 0);
-          q1[p] = entry_distance(p, 1);
-          q2[p] = entry_distance(p, 2);
-          i0[p] = entry_id(p, 0);
-          i1[p] = entry_id(p, 1);
-          i2[p] = entry_id(p, 2);
+          head[p] = sh.helped_distance[p * K * A + agent];
+          head_id[p] = sh.helped_id[p * K * A + agent];
         }
       }
-      // The refill loaded at the previous slot, for part `refill` (none before slot 1).
-      float loaded = INFINITY;
-      int loaded_id = 0, refill = -1;
 #pragma unroll
       for (int k = 0; k < kMax; ++k) {
         if (k >= K) break;
-        // The smallest head, the lower part on equal distances (strict compares, the
-        // lower part on the left of each pair).
-        const bool right01 = q0[1] < q0[0], right23 = q0[3] < q0[2];
-        const float d01 = right01 ? q0[1] : q0[0], d23 = right23 ? q0[3] : q0[2];
-        const int id01 = right01 ? i0[1] : i0[0], id23 = right23 ? i0[3] : i0[2];
-        const bool right = d23 < d01;
-        const int from = right ? (right23 ? 3 : 2) : (right01 ? 1 : 0);
-        best[k] = right ? d23 : d01;
-        chosen[k] = right ? id23 : id01;
+        float d = head[0];
+        int id = head_id[0], from = 0, next = taken[0] + 1;
+#pragma unroll
+        for (int p = 1; p < TAG_SCAN_MAX_PARTS; ++p) {
+          const bool less = head[p] < d;  // strict: the lower part on equal distances
+          d = less ? head[p] : d;
+          id = less ? head_id[p] : id;
+          from = less ? p : from;
+          next = less ? taken[p] + 1 : next;
+        }
+        best[k] = d;
+        chosen[k] = id;
+        // Part `from`'s next entry (a clamped index: past its K entries it is +inf).
+        const int e = (from * K + min(next, K - 1)) * A + agent;
+        const float after = next < K ? sh.helped_distance[e] : INFINITY;
+        const int after_id = sh.helped_id[e];
 #pragma unroll
         for (int p = 0; p < TAG_SCAN_MAX_PARTS; ++p) {
-          // The previous slot's refill lands in q2, then the taken part's queue moves up.
-          q2[p] = p == refill ? loaded : q2[p];
-          i2[p] = p == refill ? loaded_id : i2[p];
-          const bool take = p == from;
-          q0[p] = take ? q1[p] : q0[p];
-          i0[p] = take ? i1[p] : i0[p];
-          q1[p] = take ? q2[p] : q1[p];
-          i1[p] = take ? i2[p] : i1[p];
-          last[p] = take ? last[p] + 1 : last[p];
+          head[p] = p == from ? after : head[p];
+          head_id[p] = p == from ? after_id : head_id[p];
+          taken[p] = p == from ? next : taken[p];
         }
-        int next = last[0];
-#pragma unroll
-        for (int p = 1; p < TAG_SCAN_MAX_PARTS; ++p) next = p == from ? last[p] : next;
-        loaded = entry_distance(from, next);
-        loaded_id = entry_id(from, next);
-        refill = from;
       }
     }
   }

@@ -471,8 +471,7 @@ __device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
                                   bool visible, const float (&best)[kMax],
                                   const int (&chosen)[kMax], float* row) {
   const int A = c.num_agents, K = c.num_observed, parts = c.scan_helpers + 1;
-  // No barrier first: agent a's entries of the lists (index (p * K + k) * A + a) are read
-  // by the merge of thread a alone, the thread that overwrites part 0's here.
+  __syncthreads();  // every agent's merge has read the parts' lists
   if (part == 0) {
 #pragma unroll
     for (int k = 0; k < kMax; ++k) {
@@ -516,8 +515,8 @@ __device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
 // Each thread scans the candidates in increasing id and inserts one when it beats its
 // kMax-th best so far (the K-th where K = kMax; the first K slots are the same either way).
 // In a warp some lane nearly always does, so the insertion is written without branches
-// (compares and selects over the kMax slots; a candidate that does not beat the kMax-th
-// best is inserted as +inf, which changes nothing) and runs for the whole warp
+// (one compare and predicated selects a slot; a lane whose candidate does not beat its
+// kMax-th best inserts with `in` false, which changes nothing) and runs for the whole warp
 // whenever any lane needs it: one warp-uniform branch per candidate instead of divergent
 // ones per slot.
 // kWide: scan four candidates at a time (for launches of few blocks, where the scan's
@@ -573,17 +572,24 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   float worst = INFINITY;
   // Inserts (d2, id) into the sorted list, keeping the first of equal distances first
   // (candidates come in increasing id); d2 = +inf changes nothing.
-  auto insert = [&](float d2, int id) {
+  // The list is sorted, so d2 beating slot p - 1 means it beats slot p too: slot p changes
+  // exactly where d2 beats it (one compare a slot, each read once).
+  // `in` false inserts nothing.
+  auto insert = [&](float d2, int id, bool in) {
+    bool beats[kMax];  // d2 < best[p], on the list before the insertion
+#pragma unroll
+    for (int p = 0; p < kMax; ++p) beats[p] = in && d2 < best[p];
 #pragma unroll
     for (int p = kMax - 1; p > 0; --p) {
-      const bool shift = d2 < best[p - 1];
-      const bool here = d2 < best[p];
-      best[p] = shift ? best[p - 1] : (here ? d2 : best[p]);
-      chosen[p] = shift ? chosen[p - 1] : (here ? id : chosen[p]);
+      if (beats[p]) {
+        best[p] = beats[p - 1] ? best[p - 1] : d2;
+        chosen[p] = beats[p - 1] ? chosen[p - 1] : id;
+      }
     }
-    const bool first = d2 < best[0];
-    best[0] = first ? d2 : best[0];
-    chosen[0] = first ? id : chosen[0];
+    if (beats[0]) {
+      best[0] = d2;
+      chosen[0] = id;
+    }
     worst = best[kMax - 1];
   };
   for (int start = 0; start < c.num_agents; start += blockDim.x) {
@@ -600,15 +606,20 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     }
     const int count = split ? c.scan_split : min((int)blockDim.x, c.num_agents - start);
     const int self = agent - start - first;
-    // Squared distance of this thread's candidate j (tile entry first + j) if it beats the
-    // K-th best, else +inf (also for oneself, agents out of the game, and everyone when
-    // this thread wants no observation).
-    auto candidate = [&](int j) {
+    // Whether this thread's candidate j (tile entry first + j) beats the kMax-th best (not
+    // oneself, not an agent out of the game, and nobody when this thread wants no
+    // observation), its squared distance in d2.
+    auto beats_worst = [&](int j, float& d2) {
       const float4 other = sh.tile[first + j];
       const float dx = other.x - x;
       const float dy = other.y - y;
-      const float d2 = dx * dx + dy * dy;
-      return (!want || other.z == 0.0f || j == self || !(d2 < worst)) ? INFINITY : d2;
+      d2 = dx * dx + dy * dy;
+      return want && other.z != 0.0f && j != self && d2 < worst;
+    };
+    // The same as a squared distance, +inf where it does not beat the kMax-th best.
+    auto candidate = [&](int j) {
+      float d2;
+      return beats_worst(j, d2) ? d2 : INFINITY;
     };
     const int id = start + first;  // of candidate j: id + j
     int j = 0;
@@ -621,13 +632,14 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       for (int q = 0; q < 4; ++q) {  // one copy of the insertion code
         const float d = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
         // worst may have dropped since d was checked against it
-        if (__any_sync(0xffffffffu, d < worst)) insert(d < worst ? d : INFINITY, id + j + q);
+        if (__any_sync(0xffffffffu, d < worst)) insert(d, id + j + q, d < worst);
       }
     }
 #pragma unroll 1
     for (; j < count; ++j) {
-      const float d = candidate(j);
-      if (__any_sync(0xffffffffu, d < INFINITY)) insert(d, id + j);
+      float d2;
+      const bool in = beats_worst(j, d2);
+      if (__any_sync(0xffffffffu, in)) insert(d2, id + j, in);
     }
   }
   if (split) {

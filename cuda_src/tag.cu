@@ -656,44 +656,34 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     __syncthreads();
     if (want && ag.on) {
       // Without branches: the lanes of a warp take from different parts, and divergent
-      // paths would each wait for their own shared load.
-      float head[TAG_SCAN_MAX_PARTS];  // each part's smallest entry not taken yet
-      int head_id[TAG_SCAN_MAX_PARTS], taken[TAG_SCAN_MAX_PARTS];
+      // paths would each wait for their own shared load. Every slot reads each part's
+      // smallest entry not taken yet (before slot k at most k < K of a part are taken, so
+      // the index stays in its list); byte p of `taken` counts part p's entries taken.
+      static_assert(TAG_SCAN_MAX_PARTS == 4, "a two-level tournament of four parts");
+      unsigned taken = 0;
+      int first_at[TAG_SCAN_MAX_PARTS];  // the index of part p's first entry
 #pragma unroll
-      for (int p = 0; p < TAG_SCAN_MAX_PARTS; ++p) {
-        taken[p] = 0;
-        head[p] = INFINITY;
-        head_id[p] = 0;
-        if (p < parts) {
-          head[p] = sh.helped_distance[p * K * A + agent];
-          head_id[p] = sh.helped_id[p * K * A + agent];
-        }
-      }
+      for (int p = 0; p < TAG_SCAN_MAX_PARTS; ++p) first_at[p] = p * K * A + agent;
 #pragma unroll
       for (int k = 0; k < kMax; ++k) {
         if (k >= K) break;
-        float d = head[0];
-        int id = head_id[0], from = 0, next = taken[0] + 1;
-#pragma unroll
-        for (int p = 1; p < TAG_SCAN_MAX_PARTS; ++p) {
-          const bool less = head[p] < d;  // strict: the lower part on equal distances
-          d = less ? head[p] : d;
-          id = less ? head_id[p] : id;
-          from = less ? p : from;
-          next = less ? taken[p] + 1 : next;
-        }
-        best[k] = d;
-        chosen[k] = id;
-        // Part `from`'s next entry (a clamped index: past its K entries it is +inf).
-        const int e = (from * K + min(next, K - 1)) * A + agent;
-        const float after = next < K ? sh.helped_distance[e] : INFINITY;
-        const int after_id = sh.helped_id[e];
+        float head[TAG_SCAN_MAX_PARTS];
+        int at[TAG_SCAN_MAX_PARTS];  // the head's index in the lists
 #pragma unroll
         for (int p = 0; p < TAG_SCAN_MAX_PARTS; ++p) {
-          head[p] = p == from ? after : head[p];
-          head_id[p] = p == from ? after_id : head_id[p];
-          taken[p] = p == from ? next : taken[p];
+          at[p] = first_at[p] + (int)__byte_perm(taken, 0, 0x4440 + p) * A;
+          head[p] = p < parts ? sh.helped_distance[at[p]] : INFINITY;
         }
+        // The smallest head, the lower part on equal distances (strict compares, the lower
+        // part on the left of each pair).
+        const bool right01 = head[1] < head[0], right23 = head[3] < head[2];
+        const float d01 = right01 ? head[1] : head[0], d23 = right23 ? head[3] : head[2];
+        const int at01 = right01 ? at[1] : at[0], at23 = right23 ? at[3] : at[2];
+        const unsigned one01 = right01 ? 0x100u : 0x1u, one23 = right23 ? 0x1000000u : 0x10000u;
+        const bool right = d23 < d01;
+        best[k] = right ? d23 : d01;
+        chosen[k] = sh.helped_id[right ? at23 : at01];
+        taken += right ? one23 : one01;
       }
     }
   }

@@ -23,6 +23,14 @@ struct uint2 { unsigned x, y; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
 inline int min(int a, int b) { return a < b ? a : b; }
+// CUDA's __byte_perm: byte i of the result is byte (s >> 4 * i) & 7 of the pair (x, y), x's
+// bytes first (the sign-replicating mode, selector bit 3, is not emulated).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long pair = ((unsigned long long)y << 32) | x;
+  unsigned out = 0;
+  for (int i = 0; i < 4; ++i) out |= (unsigned)((pair >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+  return out;
+}
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx, blockDim;
 inline unsigned emu_smem_bytes;

@@ -570,11 +570,10 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   // inserted), with the same first K entries; best[K - 1] would be an index the compiler
   // turns into a load, which keeps best[] in local memory.
   float worst = INFINITY;
-  // Inserts (d2, id) into the sorted list, keeping the first of equal distances first
-  // (candidates come in increasing id); d2 = +inf changes nothing.
-  // The list is sorted, so d2 beating slot p - 1 means it beats slot p too: slot p changes
-  // exactly where d2 beats it (one compare a slot, each read once).
-  // `in` false inserts nothing.
+  // Inserts (d2, id) into the sorted list where `in`, keeping the first of equal distances
+  // first (candidates come in increasing id). The list is sorted, so d2 beating slot p - 1
+  // means it beats slot p too: slot p changes exactly where d2 beats it (one compare a
+  // slot, each made once).
   auto insert = [&](float d2, int id, bool in) {
     bool beats[kMax];  // d2 < best[p], on the list before the insertion
 #pragma unroll

@@ -69,7 +69,9 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
   FIELD(float, end_reward)                                                                 \
   FIELD(float, episode_length_f)                                                           \
   FIELD(int, scan_helpers) /* H - 1: threads p * A + a, 0 < p < H, help agent a scan */  \
-  FIELD(int, scan_split) /* ceil(A / H): part p of a's scan takes [p * split, +split) */
+  FIELD(int, scan_split) /* ceil(A / H): part p of a's scan takes [p * split, +split) */  \
+  FIELD(int, num_games) /* G (read by the packed step only) */                            \
+  FIELD(int, packed_games) /* games a block of the packed step: 32 / A (A <= 16), else 1 */
 
 GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 
@@ -142,7 +144,7 @@ struct TagShared {
   bool staged;
 };
 
-__device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
+__device__ __forceinline__ TagShared tag_shared(const TagConsts& c, bool packed = false) {
   extern __shared__ float4 tag_dynamic_shared[];
   const unsigned T = blockDim.x;
   const unsigned helped =
@@ -155,8 +157,27 @@ __device__ __forceinline__ TagShared tag_shared(const TagConsts& c) {
   sh.helped_id = reinterpret_cast<int*>(sh.helped_distance + helped);
   sh.stage = reinterpret_cast<float*>(sh.helped_id + helped);
   const unsigned base = T * (2 * sizeof(float4) + sizeof(int)) + helped * 2 * sizeof(float);
-  const unsigned rows = (unsigned)min((int)T, c.num_agents);
+  // The block's agents: a game's (or its part's), or those of a packed block's games.
+  const unsigned rows = packed ? (unsigned)(c.packed_games * c.num_agents)
+                               : (unsigned)min((int)T, c.num_agents);
   sh.staged = dynamic_shared_bytes() >= base + rows * (unsigned)stage_stride(c) * sizeof(float);
+  return sh;
+}
+
+// Packed blocks (step_one_block<..., kPacked>, one warp each): games of A <= 16 agents,
+// c.packed_games = 32 / A of them a block, game q of the block on threads
+// [q * A, (q + 1) * A); the last block holds the games left.
+__device__ __forceinline__ int packed_games_here(const TagConsts& c) {
+  return min(c.packed_games, c.num_games - (int)blockIdx.x * c.packed_games);
+}
+
+// The shared memory of the packed block's game whose first thread is lane0: its tiles and
+// tag counters start at entry lane0 (entry a: its agent a); the staged rows stay the
+// block's (row threadIdx.x).
+__device__ __forceinline__ TagShared game_shared(TagShared sh, int lane0) {
+  sh.tile += lane0;
+  sh.features += lane0;
+  sh.tag_count += lane0;
   return sh;
 }
 
@@ -385,14 +406,14 @@ __device__ __forceinline__ void normalised(const TagConsts& c, const TagShared& 
   n[4] = place.w;
 }
 
-// The observer's own normalised values: with tile_ready (step_one_block) its tile entry,
-// which put_in_tile computed from the same state (tile entry threadIdx.x is its agent);
+// The observer's own normalised values: with tile_ready (step_one_block) its tile entry
+// (entry ag.a of the game's tiles), which put_in_tile computed from the same state;
 // otherwise computed here.
 __device__ __forceinline__ void own_normalised(const TagConsts& c, const TagShared& sh,
-                                               const TagObserver& me, bool tile_ready,
-                                               float (&n)[kTagDiffFeatures]) {
+                                               const Agent& ag, const TagObserver& me,
+                                               bool tile_ready, float (&n)[kTagDiffFeatures]) {
   if (tile_ready) {
-    normalised(c, sh, (int)threadIdx.x, n);
+    normalised(c, sh, ag.a, n);
   } else {
     normalised(c, me.own, n);
   }
@@ -424,7 +445,7 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
   const bool playing = me.own.in_game != 0;
   const long long game = (long long)ag.g * c.num_agents;
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
-  own_normalised(c, sh, me, tile_ready, own);
+  own_normalised(c, sh, ag, me, tile_ready, own);
   for (int k = 0; k < n; ++k) {
     const int other = k < ag.a ? k : k + 1;
     if (tile_ready) {
@@ -690,7 +711,7 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
-  own_normalised(c, sh, me, tile_ready, own);
+  own_normalised(c, sh, ag, me, tile_ready, own);
 #pragma unroll
   for (int k = 0; k < kMax; ++k) {
     if (k >= K) break;
@@ -719,11 +740,14 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
 // the block's part of `out` is one contiguous span, written with consecutive threads on
 // consecutive words. Otherwise each thread writes its row straight to global memory (a
 // stride of obs_dim floats between the threads of a warp: 32 sectors per store).
-template <int kMax, bool kWide, bool kHelpers = false>
+// kPacked (step_one_block's packed form): the block holds packed_games_here(c) games, the
+// agent's game's tiles start at entry lane0 (the game's first thread), and the block's
+// rows, those of all its games, are one span too.
+template <int kMax, bool kWide, bool kHelpers = false, bool kPacked = false>
 __device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
                                   const TagObserver& me, bool tile_ready, bool visible,
-                                  float* out) {
-  const TagShared sh = tag_shared(c);
+                                  float* out, int lane0 = 0) {
+  const TagShared sh = kPacked ? game_shared(tag_shared(c, true), lane0) : tag_shared(c);
   const int D = c.obs_dim, S = stage_stride(c);
   float* row = sh.staged ? sh.stage + threadIdx.x * S : out + ag.slot * (long long)D;
   if constexpr (kMax == 0) {
@@ -733,8 +757,10 @@ __device__ void write_observation(const TagConsts& c, const TagState& s, const A
   }
   if (!sh.staged) return;
   __syncthreads();
-  const int first = ag.a - (int)threadIdx.x;  // the block's first agent
-  const int rows = min((int)blockDim.x, c.num_agents - first);
+  // The block's first agent of the game, and its rows.
+  const int first = ag.a - (int)threadIdx.x;
+  const int rows = kPacked ? packed_games_here(c) * c.num_agents
+                           : min((int)blockDim.x, c.num_agents - first);
   float* span = out + ((long long)ag.g * c.num_agents + first) * D;
   const int total = rows * D;
   // Word e of the span is feature e % D of row e / D; both advance by blockDim.x per pass.
@@ -792,6 +818,18 @@ __device__ __forceinline__ float table_entry(const float* table, int size, float
   return size <= 32 ? shuffled : table[index];
 }
 
+// Whether any thread of the agent's game votes (a barrier of the block, as well): the
+// block's, or (kPacked) the threads of `lanes`, the game's in the warp that is the block.
+template <bool kPacked>
+__device__ __forceinline__ bool game_any(int vote, unsigned lanes) {
+  if constexpr (kPacked) {
+    __syncthreads();
+    return (__ballot_sync(0xffffffffu, vote) & lanes) != 0u;
+  } else {
+    return __syncthreads_or(vote) != 0;
+  }
+}
+
 // A whole step when a game fits one block (blocks_per_game == 1): the phases kValidate
 // ... kObserveStep of run(), with the same arithmetic, cut down to the latency of a few
 // barriers. Each thread's agent, action and game flags are loaded once, in one batch, and
@@ -804,12 +842,33 @@ __device__ __forceinline__ float table_entry(const float* table, int size, float
 // With c.scan_helpers the host launches at least (scan_helpers + 1) * A threads: threads
 // from A on are idle (ag.on false) in every phase but the partial observations' scan
 // (observe_partial).
-template <int kMax, bool kWide, bool kHelpers = false>
+//
+// kPacked: one warp runs several small games (packed_games_here; the host launches
+// 32-thread blocks for games of A <= 16 agents), each on its own threads and its own part
+// of the tiles (game_shared), the game's reductions warp votes over its threads; the
+// block's barriers are the games' barriers. The same arithmetic and the same results:
+// only the agent a thread runs and where its game's tiles lie change.
+template <int kMax, bool kWide, bool kHelpers = false, bool kPacked = false>
 __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagBuffers& b,
                                const TagOutputs& o, const long long* __restrict__ action,
                                int mode) {
   GV_GAME_AGENT(ag, c.num_agents, 1)
-  const TagShared sh = tag_shared(c);
+  int lane0 = 0;              // the game's first thread in the block
+  unsigned game_lanes = 0u;   // kPacked: the game's threads, as a lane mask
+  if constexpr (kPacked) {
+    static_assert(!kHelpers, "packed games have no scan helpers");
+    // Thread threadIdx.x of game q = threadIdx.x / A; the threads past the block's last
+    // game are idle threads of that game (agents A and up).
+    const int A = c.num_agents;
+    const int q = min((int)threadIdx.x / A, packed_games_here(c) - 1);
+    lane0 = q * A;
+    ag.g = (int)blockIdx.x * c.packed_games + q;
+    ag.a = (int)threadIdx.x - lane0;
+    ag.on = ag.a < A;
+    ag.slot = (long long)ag.g * A + ag.a;
+    game_lanes = ((1u << A) - 1u) << lane0;
+  }
+  const TagShared sh = kPacked ? game_shared(tag_shared(c, true), lane0) : tag_shared(c);
   const int g = ag.g;
   const long long i = ag.slot;
   const bool tagger = ag.a < c.num_taggers;
@@ -830,7 +889,9 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     turn = action[2 * i + 1];
     me = load_agent(s, i);
   }
-  if (threadIdx.x < c.num_taggers) sh.tag_count[threadIdx.x] = 0;  // read after 2 barriers
+  if (kPacked ? ag.a < c.num_taggers : threadIdx.x < c.num_taggers) {
+    sh.tag_count[ag.a] = 0;  // read after 2 barriers
+  }
 
   // kValidate. A game with an invalid action stays exactly as it was.
   const bool valid = acc >= 0 && acc < c.num_acceleration_actions && turn >= 0 &&
@@ -843,7 +904,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
                                   valid ? (int)acc : 0);
   const float d_turn = table_entry(b.turn_table, c.num_turn_actions, turn_lane,
                                    valid ? (int)turn : 0);
-  const bool bad = __syncthreads_or(ag.on && !valid) != 0;
+  const bool bad = game_any<kPacked>(ag.on && !valid, game_lanes);
   const bool stepping = !bad && (same_step || !pending);
   const bool resetting = mode == GV_AUTORESET_NEXT_STEP && !bad && pending;
 
@@ -865,7 +926,7 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   }
   if (ag.a == 0 && (stepping || resetting)) s.t[g] = t;
   if (ag.on) {
-    put_in_tile(c, sh, threadIdx.x, me);
+    put_in_tile(c, sh, ag.a, me);
   } else if (c.scan_helpers && ag.a < c.num_agents + c.scan_helpers) {
     sh.tile[ag.a] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // out of the game: see observe_partial
   }
@@ -898,10 +959,10 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
     } else {
       me.in_game = 0;
       s.in_game[i] = 0;
-      sh.tile[threadIdx.x].z = 0.0f;
+      sh.tile[ag.a].z = 0.0f;
     }
   }
-  const bool any_runner_left = __syncthreads_or(runner_left) != 0;
+  const bool any_runner_left = game_any<kPacked>(runner_left, game_lanes);
 
   // kFinish
   if (ag.on && stepping && tagger) reward = reward + (float)sh.tag_count[ag.a] * c.tag_reward;
@@ -925,15 +986,16 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   // a game that ended. Then kObserveStep. (A loop, so that the block's code holds one copy
   // of the observation code, not two.)
   for (bool final_obs = same_step;; final_obs = false) {
-    write_observation<kMax, kWide, kHelpers>(c, s, ag, TagObserver{me, t}, true, visible,
-                                   final_obs ? o.final_obs : o.obs);
+    write_observation<kMax, kWide, kHelpers, kPacked>(c, s, ag, TagObserver{me, t}, true,
+                                                      visible, final_obs ? o.final_obs : o.obs,
+                                                      lane0);
     if (!final_obs) break;
     __syncthreads();  // the tiles and the staged rows are read
     if (ended) {
       if (ag.on) {
         me = fresh_agent(c, b.seed[g], b.rng_counter[g], ag);
         store_agent(s, i, me);
-        put_in_tile(c, sh, threadIdx.x, me);
+        put_in_tile(c, sh, ag.a, me);
       }
       t = 0;
       if (ag.a == 0) s.t[g] = 0;
@@ -1038,22 +1100,35 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
     step_one_block<kMax, kWide>(c, s, b, o, action, mode);                                  \
   }
 
+// tag_step_packed_<suffix>: a step of games of at most 16 agents, 32 // A games a 32-thread
+// block (step_one_block's kPacked form), for the layouts small games use.
+#define TAG_PACKED_KERNEL(suffix, kMax)                                                     \
+  extern "C" __global__ void __launch_bounds__(32) tag_step_packed_##suffix(                \
+      TAG_KERNEL_PARAMS) {                                                                  \
+    step_one_block<kMax, false, false, true>(c, s, b, o, action, mode);                     \
+  }
+
 // The backend builds only the kernel it launches (-DTAG_ONLY -DTAG_ONLY_<suffix>): a first
 // use compiles one of these fifteen, not all. Without TAG_ONLY, all of them.
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_full)
 TAG_KERNELS(full, 0, false)
+TAG_PACKED_KERNEL(full, 0)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4)
 TAG_KERNELS(k4, 4, false)
+TAG_PACKED_KERNEL(k4, 4)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k8)
 TAG_KERNELS(k8, 8, false)
+TAG_PACKED_KERNEL(k8, 8)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k10)
 TAG_KERNELS(k10, 10, false)
+TAG_PACKED_KERNEL(k10, 10)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k16)
 TAG_KERNELS(k16, 16, false)
+TAG_PACKED_KERNEL(k16, 16)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k32)
 TAG_KERNELS(k32, TAG_MAX_OBSERVED, false)

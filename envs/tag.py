@@ -68,7 +68,12 @@ import torch
 from gpu_vecenv.definition import State, StateField
 from gpu_vecenv.device_constants import device_constant
 from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv, drawing
-from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, GameLaunch, KernelConstant
+from gpu_vecenv.multi_agent.kernel_binding import (
+    PACKED_BLOCK,
+    GameKernelBinding,
+    GameLaunch,
+    KernelConstant,
+)
 from gpu_vecenv.multi_agent.kernel_constants import int_constant
 
 F32 = np.float32
@@ -479,6 +484,15 @@ def _scan_split(params: TagParams, launch: GameLaunch) -> int:
     return -(-params.num_agents // launch.threads_per_agent)
 
 
+def _num_games(params: TagParams, launch: GameLaunch) -> int:
+    return launch.num_games
+
+
+def _packed_games(params: TagParams, launch: GameLaunch) -> int:
+    """Games a block of the packed step holds (:func:`packed_step_kernel`; 1: not packed)."""
+    return launch.games_per_block
+
+
 KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, source in (
     ("num_agents", "i", "num_agents"),
     ("num_taggers", "i", "num_taggers"),
@@ -508,6 +522,8 @@ KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, sour
     ("episode_length_f", "f", "episode_length"),
     ("scan_helpers", "i", _scan_helpers),
     ("scan_split", "i", _scan_split),
+    ("num_games", "i", _num_games),
+    ("packed_games", "i", _packed_games),
 ))
 """``TAG_CONSTS`` of ``tag.cu``, field by field: (C name, kind, the params' attribute)."""
 
@@ -539,6 +555,55 @@ def one_block_step_kernel(params: TagParams, kernel: str) -> str | None:
     if params.num_agents < ONE_BLOCK_STEP_MIN_AGENTS or kernel.endswith("_helpers"):
         return None
     return "tag_step_" + kernel.removeprefix("tag_run_")
+
+
+PACKED_VARIABLE = "GPU_VECENV_TAG_PACKED"
+
+PACKED_KERNELS = ("tag_run_full", "tag_run_k4", "tag_run_k8", "tag_run_k10", "tag_run_k16")
+"""The kernels with a packed twin, ``tag_step_packed_<suffix>`` (``TAG_PACKED_KERNEL``)."""
+
+
+def packed_step_kernel(params: TagParams, kernel: str, num_games: int,
+                       device: torch.device) -> tuple[str, int] | None:
+    """``(tag_step_packed_<suffix>, n)``: a step of ``n`` games a block of one warp
+    (``step_one_block``'s packed form in ``tag.cu``) for games of at most 16 agents (the
+    backend asks only for those), ``2 <= n <= 32 // A``; ``None``: one game a block.
+    ``$GPU_VECENV_TAG_PACKED``: ``auto`` (default: :func:`auto_packed_games`) or the most
+    games a block, ``1`` (never packed) and up (capped at ``32 // A``), for A/B
+    measurements; the results are bit for bit the same."""
+    text = os.environ.get(PACKED_VARIABLE, "").strip().lower() or "auto"
+    if text != "auto" and not (text.isdigit() and int(text) >= 1):
+        raise ValueError(f"{PACKED_VARIABLE} must be auto or the most games a block (1: one "
+                         f"game a block); got {text!r}")
+    most = PACKED_BLOCK // params.num_agents
+    games = (auto_packed_games(params.num_agents, num_games, device) if text == "auto"
+             else min(int(text), most))
+    if kernel not in PACKED_KERNELS or games < 2 or num_games < 2:
+        return None
+    return "tag_step_packed_" + kernel.removeprefix("tag_run_"), min(games, num_games)
+
+
+PACKED_BLOCKS_PER_SM = 4
+"""Under ``auto`` the packed step takes the fewest games a block that make its launch at
+most this many blocks per SM. H200 (132 SMs), one graph node a step, the most games a block
+``n`` swept (1: not packed), medians of two rounds: 5 agents, 528 games 4.67 µs at n = 1
+(4.73 at 2), 800 games 5.13-5.21 at 1, 4.83-4.85 at 2; 1,320 games 5.30-5.33 at 1,
+4.99-5.00 at 3; 2,000 games 5.74-5.79 at 1, 5.14-5.15 at 4 (5.23 at 6); 8,000 games 18.2 at
+1, 6.53-6.55 at 6. 2 agents, 8,000 games 14.9-15.0 at 1, 4.26-4.29 at 16; 8 agents, 500
+games 5.46-5.50 at 1 (5.78-5.81 at 2), 2,000 games 7.07-7.10 at 1, 6.32-6.33 at 4; 16
+agents, 2,000 games 10.1-10.2 at 1, 9.01 at 2. In every size measured the rule's choice was
+within 4 % of the best ``n``."""
+
+
+def auto_packed_games(agents: int, num_games: int, device: torch.device) -> int:
+    """Games a block of the packed step under ``auto`` (1: not packed): the fewest that
+    make the launch at most :data:`PACKED_BLOCKS_PER_SM` blocks per SM, at most
+    ``32 // agents``. Few games keep one a block: a packed block's step is longer (its
+    copy of the observation rows and the paths its games take apart), which pays only
+    where one game a block would put more blocks on an SM than run at once without
+    waiting on each other."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return min(PACKED_BLOCK // agents, -(-num_games // (PACKED_BLOCKS_PER_SM * sms)))
 
 
 def kernel_name(params: TagParams, blocks: int, device: torch.device) -> str:
@@ -580,16 +645,19 @@ def shared_bytes(params: TagParams, launch: GameLaunch, device: torch.device) ->
     where it fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
     ``obs_dim | 1`` floats per agent of the block for staging its observation rows (so the
     block writes them to global memory as one contiguous span)."""
-    base, staged = _shared_sizes(params, launch.block, _scan_helpers(params, launch))
+    base, staged = _shared_sizes(params, launch.block, _scan_helpers(params, launch),
+                                 launch.games_per_block)
     return staged if staged <= _shared_limit(device) else base
 
 
-def _shared_sizes(params: TagParams, block: int, helpers: int) -> tuple[int, int]:
+def _shared_sizes(params: TagParams, block: int, helpers: int,
+                  games: int = 1) -> tuple[int, int]:
     """``(bytes without the staged rows, bytes with them)`` of a block of ``block`` threads
-    with ``helpers`` scan helpers per agent."""
+    with ``helpers`` scan helpers per agent, holding ``games`` games (the packed step's
+    blocks: the rows of them all)."""
     helped = (helpers + 1 if helpers else 0) * params.num_observed * params.num_agents
     base = block * (2 * 16 + 4) + helped * (4 + 4)
-    return base, base + min(block, params.num_agents) * (params.obs_dim | 1) * 4
+    return base, base + min(block, games * params.num_agents) * (params.obs_dim | 1) * 4
 
 
 def _shared_limit(device: torch.device) -> int:
@@ -615,6 +683,7 @@ KERNEL_BINDING = GameKernelBinding(
     threads_per_agent=threads_per_agent,
     check_params=check_kernel_params,
     one_block_step=one_block_step_kernel,
+    packed_step=packed_step_kernel,
 )
 
 

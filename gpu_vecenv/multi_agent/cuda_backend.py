@@ -12,7 +12,10 @@ to 32)`` threads, one per agent, or, where the binding asks for H threads per ag
 Tag's scan helpers, ``$GPU_VECENV_TAG_SCAN_HELPERS``), one block of ``H * A`` rounded up to
 32 (at most ``GV_GAME_MAX_SPLIT_BLOCK``). A step is a fixed sequence of phases (the ``GvGamePhase``
 enum of ``common/games.cuh``): one launch when a game fits one block, else one launch per
-phase, so games of any size run without blocks waiting on each other.
+phase, so games of any size run without blocks waiting on each other. Where the binding has
+a packed step (:attr:`~gpu_vecenv.multi_agent.kernel_binding.GameKernelBinding.packed_step`,
+e.g. Tag's, ``$GPU_VECENV_TAG_PACKED``), a step of games of ``A <= 16`` agents may run up to
+``32 // A`` games a block of one warp instead.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from gpu_vecenv.backends.cuda import AUTORESET_CODES
 from gpu_vecenv.backends.launch import Kernel
 from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.multi_agent.buffers import GameContext
-from gpu_vecenv.multi_agent.kernel_binding import GameLaunch, check_consts_layout
+from gpu_vecenv.multi_agent.kernel_binding import PACKED_BLOCK, GameLaunch, check_consts_layout
 from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
 
 MAX_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_BLOCK")
 MAX_SPLIT_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_SPLIT_BLOCK")
+MAX_PACKED_AGENTS = PACKED_BLOCK // 2
+"""The largest games the packed step takes (two or more a block)."""
 PHASE = enum_values("common/games.cuh", "GvGamePhase")
 """Phase ids by their C names (``kValidate``, ``kMove``, ...)."""
 STEP_PHASES = tuple(PHASE[p] for p in ("kValidate", "kMove", "kInteract", "kFinish",
@@ -73,20 +78,35 @@ class GameCudaBackend:
         limit = MAX_BLOCK if per_agent == 1 else MAX_SPLIT_BLOCK
         self.block = min(limit, 32 * math.ceil(per_agent * A / 32))
         self.blocks_per_game = math.ceil(A / self.block)
-        launch = GameLaunch(self.block, self.blocks_per_game, per_agent)
+        launch = GameLaunch(self.block, self.blocks_per_game, per_agent, num_games=G)
         if G * self.blocks_per_game >= 2**31 or G * A * env.obs_dim >= 2**62:
             raise ValueError(f"{G} games of {A} agents exceed the kernel's grid")
         self.mode = AUTORESET_CODES[env.autoreset_mode]
         if binding.check_params is not None:
             binding.check_params(p)
-        consts, consts_format = binding.pack_constants(p, launch)
+        kernel = binding.kernel_name(p, G * self.blocks_per_game, self.device)
+        packed = (binding.packed_step(p, kernel, G, self.device)
+                  if binding.packed_step and per_agent == 1 and A <= MAX_PACKED_AGENTS
+                  else None)
+        self.games_per_step_block = 1
+        """Games a block of the step's launch holds (above 1: the packed step)."""
+        step_launch = launch
+        if packed is not None:
+            packed_kernel, self.games_per_step_block = packed
+            if not 2 <= self.games_per_step_block <= PACKED_BLOCK // A:
+                raise ValueError(f"a packed step holds 2 to {PACKED_BLOCK // A} games of {A} "
+                                 f"agents a block, not {self.games_per_step_block}")
+            step_launch = GameLaunch(PACKED_BLOCK, 1, 1, num_games=G,
+                                     games_per_block=self.games_per_step_block)
+        # The constants of the step's launch (they may depend on it); the other launches
+        # (reset, observe, a game's phases) take the same values.
+        consts, consts_format = binding.pack_constants(p, step_launch)
         self.visible = torch.zeros(G * A, dtype=torch.bool, device=self.device)
         self.scratch = binding.buffers(p, G, self.device, self.visible)
         state = [s[field] for field in binding.state_fields]
         buffers = [b.seed, b.rng_counter, b.pending, b.invalid_action, b.error_count,
                    *self.scratch]
         head = (*consts, *(t.data_ptr() for t in state), *(t.data_ptr() for t in buffers))
-        kernel = binding.kernel_name(p, G * self.blocks_per_game, self.device)
         module = load_module(name, self.device.index or 0, path=binding.path,
                              extra_flags=binding.flags_for(kernel))
         checked = (id(module), binding.expected_layout())
@@ -108,6 +128,13 @@ class GameCudaBackend:
                                    fixed=head)
         self._grid = (G * self.blocks_per_game, 1, 1)
         self._block_shape = (self.block, 1, 1)
+        self._step_grid, self._step_block = self._grid, self._block_shape
+        if packed is not None:
+            self._step_fn = Kernel(module, packed_kernel, arg_format,
+                                   shared_bytes=binding.shared_bytes(p, step_launch, self.device)
+                                   if binding.shared_bytes else 0, fixed=head)
+            self._step_grid = (math.ceil(G / self.games_per_step_block), 1, 1)
+            self._step_block = (PACKED_BLOCK, 1, 1)
         same_step = env.autoreset_mode == AutoresetMode.SAME_STEP
         self._step_phases = SAME_STEP_PHASES if same_step else STEP_PHASES
         self._single_launch_tail = (0, self.blocks_per_game, self.mode, self._step_phases[0],
@@ -141,7 +168,7 @@ class GameCudaBackend:
         action = action.contiguous()  # held until the launches are queued
         outputs = out.pointers or out.data_ptrs()
         if self.blocks_per_game == 1:  # the common case in one call: see _run
-            self._step_fn(self._grid, self._block_shape, (*outputs, action.data_ptr(),
-                                                          *self._single_launch_tail))
+            self._step_fn(self._step_grid, self._step_block, (*outputs, action.data_ptr(),
+                                                              *self._single_launch_tail))
         else:
             self._run(self._step_phases, outputs, action=action.data_ptr())

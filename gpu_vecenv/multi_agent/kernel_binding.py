@@ -25,6 +25,10 @@ import torch
 
 from gpu_vecenv.kernel_binding import compare_layouts, parse_layout
 
+PACKED_BLOCK = 32
+"""Threads of a block of a packed step (:attr:`GameKernelBinding.packed_step`): one warp,
+``PACKED_BLOCK // A`` games of ``A <= PACKED_BLOCK // 2`` agents."""
+
 KINDS = {"i": "int", "f": "float"}
 """Kinds of a constant: the letter packed into the launch, and the C type of the struct
 field (both 4 bytes)."""
@@ -42,6 +46,11 @@ class GameLaunch:
     threads_per_agent: int = 1
     """H > 1: a one-block launch holds H threads per agent (threads ``p * A + a``,
     ``0 <= p < H``, for agent ``a``; :attr:`GameKernelBinding.threads_per_agent` says when)."""
+    num_games: int = 0
+    """G, the env's games."""
+    games_per_block: int = 1
+    """Games one block holds: above 1 only in the packed step's launch
+    (:attr:`GameKernelBinding.packed_step`)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,15 @@ class GameKernelBinding:
     games that fit one block (same arguments, launched with the step's first and last
     phase) in place of ``kernel``, or ``None`` where ``kernel`` runs those steps itself (as it
     does when this is ``None``)."""
+    packed_step: Callable[[Any, str, int, torch.device], tuple[str, int] | None] | None = None
+    """``(params, kernel, num_games, device) -> (name, games per block) or None``: the file's
+    kernel that runs a whole step of several small games a block, in place of ``kernel``
+    (or of :attr:`one_block_step`'s), and how many games (``2 <= n <= PACKED_BLOCK // A``) a
+    block holds; ``None``: one game a block. The backend launches it, with the step's
+    arguments, on blocks of :data:`PACKED_BLOCK` threads (one warp): game ``q`` of block
+    ``b`` is game ``b * n + q``, on threads ``[q * A, (q + 1) * A)``; the last block holds
+    the games left. It is asked only where ``A <= PACKED_BLOCK // 2`` and the step has one
+    thread per agent; the constants are packed with that launch (``games_per_block = n``)."""
     path: str | None = None
     """The ``.cu`` of a game outside the package (it may include ``common/games.cuh``);
     ``None``: ``cuda_src/<name>.cu``."""

@@ -1,7 +1,8 @@
 """compute-sanitizer memcheck and racecheck over the Tag kernels, at small sizes: one block
 per game (all phases in one launch, shared-memory tiles between barriers) and several
 blocks per game (one launch per phase), every autoreset mode, both observation modes, one
-to three scan helpers per agent."""
+to three scan helpers per agent, and the packed step (several games of up to 16 agents a
+warp: 3 x 11 and 7 x 5)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ import torch
 from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 for mode in ("next_step", "same_step", "disabled"):
-    for games, agents, full in ((3, 11, True), (2, 40, False), (2, 300, False)):
+    for games, agents, full in ((3, 11, True), (7, 5, False), (2, 40, False), (2, 300, False)):
         kw = dict(num_taggers=3, num_runners=agents - 3, use_full_observation=full,
                   tagging_distance=0.3, episode_length=6)
         if not full:
-            kw["num_other_agents_observed"] = 5
+            kw["num_other_agents_observed"] = min(5, agents - 1)
         env = TagVectorEnv(games, device="cuda", backend="cuda", autoreset_mode=mode, **kw)
         env.reset(seed=0)
         for _ in range(8):

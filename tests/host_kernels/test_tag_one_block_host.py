@@ -4,7 +4,8 @@ phase per launch (``run()``'s phases, global counters), bit for bit, in every au
 mode, with full and partial observations, staged rows or not, runners exiting or not,
 invalid actions, ``reset()`` and ``observe()`` launches between steps; and the one-launch
 step with scan helpers (2 to 4 threads per agent in the K-nearest scan) against it without
-them. The float math is the host's libm, so this ties the paths to each other, not to the
+them; and the packed step (several small games a warp) against one game a block. The
+float math is the host's libm, so this ties the paths to each other, not to the
 GPU (the GPU tests tie them to the torch reference)."""
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def emulated_tag(tmp_path_factory) -> Path:
     command = [compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
                f"-I{CUDA_SRC}", f"-I{out}", "-DTAG_ONLY", "-DTAG_ONLY_full", "-DTAG_ONLY_k4",
                "-DTAG_ONLY_k10", "-DEMU_SCAN_HELPERS", "-DTAG_ONLY_k4_helpers",
-               "-DTAG_ONLY_k10_helpers", str(HERE / "harness.cpp"), "-o",
+               "-DTAG_ONLY_k10_helpers", "-DEMU_PACKED", str(HERE / "harness.cpp"), "-o",
                str(exe)]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0 and "barrier" in result.stderr:
@@ -88,3 +89,35 @@ def test_scan_helpers_change_nothing(emulated_tag, tmp_path, games, agents, tagg
     for helpers, output in outputs.items():
         assert output == outputs[0], f"{helpers} helpers per agent"
 
+
+
+PACKED = [  # games, agents, taggers, K (0: full observation), mode, staged, ties, per block
+    (7, 5, 1, 4, 0, 1, 0, 6),     # a full block and one of 1 game
+    (13, 5, 2, 4, 1, 0, 1, 6),    # 3 blocks, the last of 1 game; tied distances
+    (5, 16, 3, 10, 2, 1, 1, 2),   # the last game alone
+    (4, 11, 3, 0, 1, 1, 0, 2),    # full observations; 10 idle threads a block
+    (6, 11, 2, 10, 0, 0, 0, 2),   # K = A - 1
+    (33, 2, 1, 1, 2, 1, 1, 16),   # the last block holds 1
+    (9, 3, 1, 2, 1, 0, 0, 10),    # one block, partly filled
+    (12, 8, 2, 0, 0, 0, 1, 4),    # full blocks only
+    (11, 5, 1, 4, 2, 1, 1, 3),    # fewer games than fit (17 idle threads)
+    (10, 4, 1, 3, 1, 1, 0, 5)]    # 12 idle threads
+
+
+@pytest.mark.parametrize(("games", "agents", "taggers", "k", "mode", "staged", "ties",
+                          "per_block"), PACKED)
+@pytest.mark.parametrize("exits", [0, 1], ids=["stay", "exit"])
+def test_packed_step_changes_nothing(emulated_tag, tmp_path, games, agents, taggers, k, mode,
+                                     staged, ties, per_block, exits):
+    """The packed step (``per_block`` games a block of one warp, each game's reductions a
+    warp vote over its threads) against one game a block, byte for byte, with invalid
+    actions (a game with one stays as it was while the others of its block step),
+    ``reset()`` and ``observe()`` between steps."""
+    outputs = []
+    for packed in (0, per_block):
+        out = tmp_path / f"{packed}.bin"
+        args = [str(a) for a in (games, agents, taggers, k, mode, 10, games + agents + k,
+                                 staged, exits, 0.03, 0, 256, out, 0, ties, packed)]
+        subprocess.run([str(emulated_tag), *args], check=True, capture_output=True, timeout=300)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]

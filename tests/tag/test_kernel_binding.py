@@ -52,13 +52,13 @@ def test_the_table_the_kernel_file_exports_matches_the_binding(name, tmp_path):
 
 def test_a_mismatch_fails_with_both_field_lists():
     layout = tag.KERNEL_BINDING.expected_layout()
-    assert len(layout.split(";")) == 29 and layout.startswith("int num_agents;")
+    assert len(layout.split(";")) == 31 and layout.startswith("int num_agents;")
     exported = layout.replace("float two_pi;float half_pi;", "float half_pi;float two_pi;")
     with pytest.raises(RuntimeError, match=r"differ at field 17: the kernel file declares "
                                            r"'float half_pi', the binding packs "
                                            r"'float two_pi'") as caught:
         check_consts_layout("tag", tag.KERNEL_BINDING, exported.encode() + b"\0")
-    assert "cuda_src/tag.cu (28 fields)" in str(caught.value)
+    assert "cuda_src/tag.cu (30 fields)" in str(caught.value)
 
 
 def test_layout_facts_come_from_the_kernel_sources():

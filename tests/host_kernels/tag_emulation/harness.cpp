@@ -8,7 +8,9 @@
 // launches (n + 1) * A threads per block (rounded up to 32) with n scan helpers per agent, as
 // gpu_vecenv/multi_agent/cuda_backend.py does; `ties` = 1 starts the agents at rest on a
 // grid of whole numbers, and about half of them keep still (actions 0, 0), so many
-// distances are equal.
+// distances are equal. Built with -DEMU_PACKED (a tag.cu with tag_step_packed_*), `packed` =
+// n > 1 runs each step as the packed step (n <= 32 / A games a 32-thread block, A <= 16), as
+// cuda_backend.py launches it; reset() and observe() stay one game a block.
 #include "shim.h"
 
 #ifndef EMU_TILE_BYTES
@@ -43,7 +45,7 @@ static void launch(Kernel k, int grid, int block, const TagConsts& c, const TagS
 
 int main(int argc, char** argv) {
   // args: G A T K(0 full) mode steps seed staged exits invalid_rate phased block_cap out
-  //       [helpers [ties]]
+  //       [helpers [ties [packed]]]
   int G = atoi(argv[1]), A = atoi(argv[2]), T = atoi(argv[3]), K = atoi(argv[4]);
   int mode = atoi(argv[5]), steps = atoi(argv[6]), seed = atoi(argv[7]), staged = atoi(argv[8]);
   int exits = atoi(argv[9]); double invalid_rate = atof(argv[10]);
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
   int block_cap = atoi(argv[12]);
   const char* out = argv[13];
   const int helpers = argc > 14 ? atoi(argv[14]) : 0, ties = argc > 15 ? atoi(argv[15]) : 0;
+  const int packed = argc > 16 ? atoi(argv[16]) : 0;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> U(0.0f, 1.0f);
   TagConsts c{};
@@ -81,6 +84,22 @@ int main(int argc, char** argv) {
 #endif
   }
   int bpg = (A + block - 1) / block;
+  const int per_block = packed;  // games a block of the packed step
+#ifdef EMU_PACKED
+  c.num_games = G;
+  c.packed_games = packed ? per_block : 1;
+#endif
+  if (packed) {
+#ifdef EMU_PACKED
+    if (packed < 2 || packed * A > 32 || helpers || phased) {
+      fprintf(stderr, "no packed step here\n");
+      return 2;
+    }
+#else
+    fprintf(stderr, "built without EMU_PACKED\n");
+    return 2;
+#endif
+  }
   std::vector<float> x(N), y(N), sp(N), dir(N), ac(N), obs((size_t)N * D), fobs((size_t)N * D), rew(N);
   std::vector<int> ing(N), t(G), bad(G), left(G), ended(G), tagc(G * T);
   std::vector<long long> sd(G), rc(G), act(2 * N);
@@ -110,6 +129,10 @@ int main(int argc, char** argv) {
   if (helpers) base += (helpers + 1) * A * c.num_observed * 8;  // the parts' lists
   emu_smem_bytes = staged ? base + block * (D | 1) * 4 : base;
   Kernel k = K == 0 ? tag_run_full : (K <= 4 ? tag_run_k4 : tag_run_k10);
+  Kernel step_kernel = k;
+#ifdef EMU_PACKED
+  if (packed) step_kernel = K == 0 ? tag_step_packed_full : (K <= 4 ? tag_step_packed_k4 : tag_step_packed_k10);
+#endif
 #ifdef EMU_SCAN_HELPERS
   if (helpers) k = K <= 4 ? tag_run_k4_helpers : tag_run_k10_helpers;
 #endif
@@ -134,6 +157,12 @@ int main(int argc, char** argv) {
     }
     if (phased || bpg > 1) {
       for (int p : phases) launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, p, p);
+    } else if (packed) {
+      const unsigned smem = emu_smem_bytes;
+      emu_smem_bytes = 32 * EMU_TILE_BYTES + (staged ? per_block * A * (D | 1) * 4 : 0);
+      launch(step_kernel, (G + per_block - 1) / per_block, 32, c, s, b, o, act.data(), nullptr, 1,
+             mode, phases.front(), phases.back());
+      emu_smem_bytes = smem;
     } else {
       launch(k, G * bpg, block, c, s, b, o, act.data(), nullptr, bpg, mode, phases.front(), phases.back());
     }

@@ -69,4 +69,13 @@ inline int __any_sync(unsigned, int p) {
   w->bar.arrive_and_wait();
   return r;
 }
+inline unsigned __ballot_sync(unsigned, int p) {
+  EmuWarp* w = emu_warps[threadIdx.x / 32];
+  w->vals[threadIdx.x % 32] = p != 0;
+  w->bar.arrive_and_wait();
+  unsigned r = 0;
+  for (int k = 0; k < 32; ++k) r |= w->vals[k] << k;
+  w->bar.arrive_and_wait();
+  return r;
+}
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

@@ -15,7 +15,8 @@
 // one launch, the counters as block reductions and shared atomics, each agent in
 // registers, the tiles filled from them; one batch of global loads per step; for launches
 // too small to fill the GPU, two to four threads per agent in the K-nearest scan
-// (scan_helpers).
+// (scan_helpers); for many games of at most 16 agents, several games a warp (its packed
+// form, tag_step_packed_*).
 //
 // Mirrors the torch reference operation by operation in float32; compile with -fmad=false.
 #include "common/games.cuh"
@@ -132,7 +133,8 @@ __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_d
 //                        + 1): each part's K nearest (squared distance, id), entry k of
 //                        part p of agent a at (p * K + k) * A + a
 //   stage     float[R * stage_stride]  the block's observation rows, R = min(T, A) (the
-//                        threads with an agent), when the launch has room for them (staged)
+//                        threads with an agent; packed_games * A in a packed block), when
+//                        the launch has room for them (staged)
 // envs/tag.py's shared_bytes() computes the same sizes.
 struct TagShared {
   float4* tile;
@@ -1077,7 +1079,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // helpers' has a tag_step_<suffix> twin: step_one_block as its own entry, which envs/tag.py
 // launches for games of more than 32 agents (H200: 2,000×105 103 µs a step against 114
 // through run(), where ptxas spills 16 bytes instead of 56; 1×5, 2,000×5 and 100×105 were
-// 0.1-0.35 µs slower with it, so they keep run()).
+// 0.1-0.35 µs slower with it, so they keep run()). The layouts small games use also have
+// tag_step_packed_<suffix> (TAG_PACKED_KERNEL), for steps of several games a warp.
 
 // Every entry's parameters (one argument layout for the host: GameKernelBinding).
 #define TAG_KERNEL_PARAMS                                                                   \

@@ -21,7 +21,9 @@
 // kSameStepReset); every phase only reads what earlier phases wrote, and per-game sums
 // use integer atomics (order-independent), so results never depend on thread timing. With
 // one block per game one launch runs all phases, separated by __syncthreads(); otherwise
-// the host launches one phase at a time.
+// the host launches one phase at a time. A binding may also name a packed step (several
+// games of at most 16 agents a one-warp block: GameKernelBinding.packed_step), which
+// lays its games out itself.
 #pragma once
 
 #include "autoreset.cuh"  // GV_AUTORESET_*: the modes as passed to the kernels

@@ -103,6 +103,54 @@ def assert_same(got, want, what):
         assert mismatch.numel() == 0, f"{what}: {len(mismatch)} differ, first {mismatch[:3]}"
 
 
+def _step_outputs(out):
+    """Clones of a step's obs, reward, terminated, truncated, active (and final_obs)."""
+    obs, reward, terminated, truncated, info = out
+    parts = [obs, reward, terminated, truncated, info["active"]]
+    if "final_obs" in info:
+        parts.append(info["final_obs"])
+    return [p.clone() for p in parts]
+
+
+def assert_same_rollouts(on, off, seed, steps=80):
+    """Two CUDA envs of one game under two launch forms step alike, bit for bit: outputs,
+    state, invalid-action flags and error counts, over ``steps`` steps of random actions
+    (invalid ones every third step) with an injected state every 20 (crowds, runners out,
+    pending resets, last steps)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    for first, second in zip(on.reset(seed=7), off.reset(seed=7), strict=False):
+        if isinstance(first, torch.Tensor):
+            assert torch.equal(first, second)
+    for step in range(steps):
+        if step % 20 == 10:
+            state = random_tag_state(off, gen)
+            assert torch.equal(on.set_state(state), off.set_state(state))
+        actions = random_actions(off, gen, invalid=0.02 if step % 3 == 0 else 0.0)
+        got, want = _step_outputs(on.step(actions)), _step_outputs(off.step(actions))
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b), f"step {step}"
+        state_on, state_off = on.get_state(), off.get_state()
+        for key in state_off:
+            assert torch.equal(state_on[key], state_off[key]), f"step {step} {key}"
+        assert torch.equal(on.buffers.invalid_action, off.buffers.invalid_action)
+        # counted alike; zeroed, so that step() never raises the deferred error
+        assert torch.equal(on.buffers.error_count, off.buffers.error_count), f"step {step}"
+        on.buffers.error_count.zero_()
+        off.buffers.error_count.zero_()
+
+
+def assert_matches_reference(cuda, params, steps=60):
+    """A CUDA Tag env made with ``params`` against the torch backend with the same ones,
+    from ``reset(seed=5)``, ``steps`` steps of random actions (1 % invalid)."""
+    ref = TagVectorEnv(cuda.num_games, device="cuda", backend="torch", strict=False,
+                       autoreset_mode=cuda.autoreset_mode, **params)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    cuda.reset(seed=5)
+    ref.reset(seed=5)
+    for step in range(steps):
+        compare_step(cuda, ref, random_actions(ref, gen, invalid=0.01), f"step {step}")
+
+
 def compare_step(cuda, ref, actions, label):
     out_c = cuda.step(actions)
     out_r = ref.step(actions)

@@ -16,9 +16,8 @@ from gpu_vecenv.envs import tag
 from gpu_vecenv.envs.tag import TagVectorEnv
 from tests.gpu.test_tag_kernels import (
     MODES,
-    compare_step,
-    random_actions,
-    random_tag_state,
+    assert_matches_reference,
+    assert_same_rollouts,
     tag_params,
 )
 
@@ -39,14 +38,6 @@ def _env(games, agents, k, mode, packed, monkeypatch, **extra):
                         autoreset_mode=mode, **params, **extra)
 
 
-def _outputs(out):
-    obs, reward, terminated, truncated, info = out
-    parts = [obs, reward, terminated, truncated, info["active"]]
-    if "final_obs" in info:
-        parts.append(info["final_obs"])
-    return [p.clone() for p in parts]
-
-
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 @pytest.mark.parametrize(("games", "agents", "k", "most"),
                          [(*size, 32) for size in SIZES] + [(2000, 5, None, 3), (13, 8, 5, 3)])
@@ -59,26 +50,7 @@ def test_packed_step_bit_for_bit_like_one_game_a_block(games, agents, k, most, m
     assert on.backend.games_per_step_block == per_block
     assert on.backend._step_grid[0] == math.ceil(games / per_block)
     assert off.backend.games_per_step_block == 1
-    gen = torch.Generator(device="cuda").manual_seed(games * 131 + agents)
-    for first, second in zip(on.reset(seed=7), off.reset(seed=7), strict=False):
-        if isinstance(first, torch.Tensor):
-            assert torch.equal(first, second)
-    for step in range(80):
-        if step % 20 == 10:  # crowds, runners out, pending resets, last steps
-            state = random_tag_state(off, gen)
-            assert torch.equal(on.set_state(state), off.set_state(state))
-        # invalid actions in some games: they stay as they were, their block's others step
-        actions = random_actions(off, gen, invalid=0.02 if step % 3 == 0 else 0.0)
-        got, want = _outputs(on.step(actions)), _outputs(off.step(actions))
-        for a, b in zip(got, want, strict=True):
-            assert torch.equal(a, b), f"step {step}"
-        state_on, state_off = on.get_state(), off.get_state()
-        for key in state_off:
-            assert torch.equal(state_on[key], state_off[key]), f"step {step} {key}"
-        assert torch.equal(on.buffers.invalid_action, off.buffers.invalid_action)
-        assert torch.equal(on.buffers.error_count, off.buffers.error_count), f"step {step}"
-        on.buffers.error_count.zero_()
-        off.buffers.error_count.zero_()
+    assert_same_rollouts(on, off, seed=games * 131 + agents)
 
 
 @pytest.mark.parametrize(("games", "agents", "k"), [(2000, 5, None), (7, 16, 0), (31, 3, 2)])
@@ -89,12 +61,7 @@ def test_packed_step_matches_the_torch_reference(games, agents, k, monkeypatch):
     params["episode_length"] = 25
     if k:
         params["num_other_agents_observed"] = k
-    ref = TagVectorEnv(games, device="cuda", backend="torch", strict=False, **params)
-    gen = torch.Generator(device="cuda").manual_seed(3)
-    cuda.reset(seed=5)
-    ref.reset(seed=5)
-    for step in range(60):
-        compare_step(cuda, ref, random_actions(ref, gen, invalid=0.01), f"step {step}")
+    assert_matches_reference(cuda, params)
 
 
 def test_auto_packs_games_where_one_a_block_would_crowd_the_sms(monkeypatch):

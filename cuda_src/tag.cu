@@ -72,7 +72,7 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
   FIELD(int, scan_helpers) /* H - 1: threads p * A + a, 0 < p < H, help agent a scan */  \
   FIELD(int, scan_split) /* ceil(A / H): part p of a's scan takes [p * split, +split) */  \
   FIELD(int, num_games) /* G (read by the packed step only) */                            \
-  FIELD(int, packed_games) /* games a block of the packed step: 32 / A (A <= 16), else 1 */
+  FIELD(int, packed_games) /* games a block of the packed step (<= 32 / A), else 1 */
 
 GV_GAME_CONSTS(TagConsts, tag, TAG_CONSTS)
 
@@ -167,7 +167,7 @@ __device__ __forceinline__ TagShared tag_shared(const TagConsts& c, bool packed 
 }
 
 // Packed blocks (step_one_block<..., kPacked>, one warp each): games of A <= 16 agents,
-// c.packed_games = 32 / A of them a block, game q of the block on threads
+// c.packed_games (at most 32 / A) of them a block, game q of the block on threads
 // [q * A, (q + 1) * A); the last block holds the games left.
 __device__ __forceinline__ int packed_games_here(const TagConsts& c) {
   return min(c.packed_games, c.num_games - (int)blockIdx.x * c.packed_games);
@@ -1103,8 +1103,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
     step_one_block<kMax, kWide>(c, s, b, o, action, mode);                                  \
   }
 
-// tag_step_packed_<suffix>: a step of games of at most 16 agents, 32 // A games a 32-thread
-// block (step_one_block's kPacked form), for the layouts small games use.
+// tag_step_packed_<suffix>: a step of games of at most 16 agents, up to 32 / A games a
+// 32-thread block (step_one_block's kPacked form), for the layouts small games use.
 #define TAG_PACKED_KERNEL(suffix, kMax)                                                     \
   extern "C" __global__ void __launch_bounds__(32) tag_step_packed_##suffix(                \
       TAG_KERNEL_PARAMS) {                                                                  \

@@ -575,10 +575,11 @@ def packed_step_kernel(params: TagParams, kernel: str, num_games: int,
     if text != "auto" and not (text.isdigit() and int(text) >= 1):
         raise ValueError(f"{PACKED_VARIABLE} must be auto or the most games a block (1: one "
                          f"game a block); got {text!r}")
-    most = PACKED_BLOCK // params.num_agents
+    if kernel not in PACKED_KERNELS or num_games < 2:
+        return None
     games = (auto_packed_games(params.num_agents, num_games, device) if text == "auto"
-             else min(int(text), most))
-    if kernel not in PACKED_KERNELS or games < 2 or num_games < 2:
+             else min(int(text), PACKED_BLOCK // params.num_agents))
+    if games < 2:
         return None
     return "tag_step_packed_" + kernel.removeprefix("tag_run_"), min(games, num_games)
 

@@ -15,37 +15,66 @@
 // Then counters[s] += 1 (mod 2^32). One thread per slot: a slot's counter is read and written
 // by its own thread only, so a launch needs no ordering between threads, and a CUDA graph that
 // holds the launch draws new actions on every replay.
+//
+// The parameters of components 0-3 come by value (kernel arguments, GvComponents::first):
+// the draw then needs only the seed and the counter from memory, one round trip. Components
+// from 4 on are read from start/count (low/high) before their block's draw.
 #include "common/rng.cuh"
 
-// Component k of a Discrete / MultiDiscrete action (start[k] and count[k]: the space's).
+// One Discrete / MultiDiscrete component (start and count: the space's): a word to a value.
 struct GvDiscreteComponent {
-  const long long* start;
-  const long long* count;
-  GV_HD long long operator()(uint32_t word, int k) const {
-    return start[k] + (long long)(((uint64_t)word * (uint64_t)count[k]) >> 32);
+  long long start, count;
+  GV_HD long long operator()(uint32_t word) const {
+    return start + (long long)(((uint64_t)word * (uint64_t)count) >> 32);
   }
 };
 
-// Component k of a bounded Box action.
+// One bounded Box component.
 struct GvBoxComponent {
-  const float* low;
-  const float* high;
-  GV_HD float operator()(uint32_t word, int k) const {
-    return gv_uniform_range(gv_uniform01(word), low[k], high[k]);
+  float low, high;
+  GV_HD float operator()(uint32_t word) const {
+    return gv_uniform_range(gv_uniform01(word), low, high);
   }
 };
+
+// The components of an action space: the first four held by value, every one readable
+// through the two arrays (dims entries each: start and count, or low and high).
+template <class C, class V>
+struct GvComponents {
+  C first[4];
+  const V* a;
+  const V* b;
+  GV_HD C load(int k) const { return C{a[k], b[k]}; }
+  // The arrays' first min(dims, 4) components copied into `first` (host-side callers).
+  GV_HD static GvComponents from_arrays(const V* a, const V* b, int dims) {
+    GvComponents all{{}, a, b};
+    for (int k = 0; k < 4 && k < dims; ++k) all.first[k] = all.load(k);
+    return all;
+  }
+};
+using GvDiscreteComponents = GvComponents<GvDiscreteComponent, long long>;
+using GvBoxComponents = GvComponents<GvBoxComponent, float>;
 
 // The `dims` components of slot `slot`'s action into out[0 .. dims-1].
-template <class T, class Component>
+template <class T, class Components>
 GV_HD void gv_sample_slot(long long seed, long long slot, uint32_t counter, int dims,
-                          const Component& component, T* out) {
-  for (int block = 0; 4 * block < dims; ++block) {
+                          const Components& components, T* out) {
+  const GvWords4 first = gv_random_block(seed, slot, (long long)counter, 0u, GV_STREAM_ACTIONS);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (k < dims) out[k] = components.first[k](first.w[k]);
+  }
+  for (int block = 1; 4 * block < dims; ++block) {
+    decltype(components.load(0)) component[4] = {};
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      if (4 * block + lane < dims) component[lane] = components.load(4 * block + lane);
+    }
     const GvWords4 w = gv_random_block(seed, slot, (long long)counter, (uint32_t)block,
                                        GV_STREAM_ACTIONS);
 #pragma unroll
     for (int lane = 0; lane < 4; ++lane) {
-      const int k = 4 * block + lane;
-      if (k < dims) out[k] = component(w.w[lane], k);
+      if (4 * block + lane < dims) out[4 * block + lane] = component[lane](w.w[lane]);
     }
   }
 }
@@ -53,32 +82,39 @@ GV_HD void gv_sample_slot(long long seed, long long slot, uint32_t counter, int 
 #ifdef __CUDACC__
 // One thread per slot: out (n, dims); counters (n,) uint32 (stored as int32); seeds
 // (n / slots_per_seed,) int64.
-template <class T, class Component>
+template <class T, class Components>
 __device__ void gv_sample_actions(T* out, unsigned int* counters, const long long* seeds,
-                                  const Component& component, int n, int slots_per_seed,
+                                  const Components& components, int n, int slots_per_seed,
                                   int dims) {
   const int slot = blockIdx.x * blockDim.x + threadIdx.x;
   if (slot >= n) return;
   const unsigned int counter = counters[slot];
-  gv_sample_slot(seeds[slot / slots_per_seed], slot, counter, dims, component,
-                 out + (long long)slot * dims);
+  // (A slot per env: no integer division on the way to the seed's load.)
+  const long long seed = seeds[slots_per_seed == 1 ? slot : slot / slots_per_seed];
+  gv_sample_slot(seed, slot, counter, dims, components, out + (long long)slot * dims);
   counters[slot] = counter + 1u;
 }
 
-// start, count: (dims,) int64.
+// start, count: (dims,) int64; start<k>, count<k>: their first four entries (0 past dims).
 extern "C" __global__ void sample_discrete_actions(
     long long* __restrict__ out, unsigned int* __restrict__ counters,
     const long long* __restrict__ seeds, const long long* __restrict__ start,
-    const long long* __restrict__ count, int n, int slots_per_seed, int dims) {
-  gv_sample_actions(out, counters, seeds, GvDiscreteComponent{start, count}, n,
-                    slots_per_seed, dims);
+    const long long* __restrict__ count, long long start0, long long start1, long long start2,
+    long long start3, long long count0, long long count1, long long count2, long long count3,
+    int n, int slots_per_seed, int dims) {
+  const GvDiscreteComponents components{
+      {{start0, count0}, {start1, count1}, {start2, count2}, {start3, count3}}, start, count};
+  gv_sample_actions(out, counters, seeds, components, n, slots_per_seed, dims);
 }
 
-// low, high: (dims,) float32, finite.
+// low, high: (dims,) float32, finite; low<k>, high<k>: their first four entries (0 past dims).
 extern "C" __global__ void sample_box_actions(
     float* __restrict__ out, unsigned int* __restrict__ counters,
     const long long* __restrict__ seeds, const float* __restrict__ low,
-    const float* __restrict__ high, int n, int slots_per_seed, int dims) {
-  gv_sample_actions(out, counters, seeds, GvBoxComponent{low, high}, n, slots_per_seed, dims);
+    const float* __restrict__ high, float low0, float low1, float low2, float low3, float high0,
+    float high1, float high2, float high3, int n, int slots_per_seed, int dims) {
+  const GvBoxComponents components{
+      {{low0, high0}, {low1, high1}, {low2, high2}, {low3, high3}}, low, high};
+  gv_sample_actions(out, counters, seeds, components, n, slots_per_seed, dims);
 }
 #endif

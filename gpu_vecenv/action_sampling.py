@@ -63,6 +63,9 @@ class ActionSampler:
         self.kind, low, high, self.component_shape = describe_space(space)
         self.num_slots, self.slots_per_seed, self.device = num_slots, slots_per_seed, device
         self.dims = int(low.numel())
+        self._first_low_high = (_first_four(low), _first_four(high))
+        """The first four entries of ``low`` and ``high`` on the host (0 past ``dims``): the
+        kernel takes them as arguments."""
         self.dtype = torch.float32 if self.kind == "box" else torch.int64
         self.low, self.high = low.to(device), high.to(device)
         """``(dims,)``: the low end and, for Box, the high end; for integer spaces ``high``
@@ -146,6 +149,12 @@ def sample_reference(kind: str, low: torch.Tensor, high: torch.Tensor, seed: tor
     return seeding.uniform_from_words(words) * span + low
 
 
+def _first_four(values: torch.Tensor) -> tuple:
+    """``values[:4]`` as Python numbers, padded with zeros to four."""
+    first = values[:4].tolist()
+    return tuple(first) + (type(first[0])(0) if first else 0,) * (4 - len(first))
+
+
 class _SampleKernel:
     """``sample_<kind>_actions`` of ``cuda_src/sample_actions.cu``, bound to one sampler."""
 
@@ -156,15 +165,21 @@ class _SampleKernel:
 
         index = sampler.device.index if sampler.device.index is not None else 0
         module = load_module("sample_actions", index)
-        self._kernel = Kernel(module, f"sample_{sampler.kind}_actions", "PPPPPiii")
-        self._fixed = (sampler.counters.data_ptr(), sampler.low.data_ptr(),
-                       sampler.high.data_ptr())
+        # out, counters, seeds, low (start), high (count); the first four of each by value
+        # (one round trip to memory a draw: docs in sample_actions.cu); n, slots_per_seed, dims.
+        value = "f" if sampler.kind == "box" else "q"
+        self._kernel = Kernel(module, f"sample_{sampler.kind}_actions",
+                              "PPPPP" + value * 8 + "iii")
+        first_low, first_high = sampler._first_low_high
+        self._pointers = (sampler.counters.data_ptr(), sampler.low.data_ptr(),
+                          sampler.high.data_ptr())
+        self._values = (*first_low, *first_high)
         self._sizes = (sampler.num_slots, sampler.slots_per_seed, sampler.dims)
         self._grid = (math.ceil(sampler.num_slots / BLOCK_SIZE), 1, 1)
         self._block = (BLOCK_SIZE, 1, 1)
         self._sampler = sampler  # keeps the tensors behind the pointers alive
 
     def __call__(self, out: torch.Tensor, seeds: torch.Tensor) -> None:
-        counters, low, high = self._fixed
-        self._kernel(self._grid, self._block,
-                     (out.data_ptr(), counters, seeds.data_ptr(), low, high, *self._sizes))
+        counters, low, high = self._pointers
+        self._kernel(self._grid, self._block, (out.data_ptr(), counters, seeds.data_ptr(), low,
+                                               high, *self._values, *self._sizes))

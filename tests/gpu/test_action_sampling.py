@@ -5,12 +5,14 @@ replayed roll-out equals the eager loop."""
 
 from __future__ import annotations
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
 import gpu_vecenv
+from gpu_vecenv.action_sampling import ActionSampler
 from gpu_vecenv.entry_points import make_vec
 from tests.runtime.test_captured_rollout import _assert_trajectory_equals, _eager_reference
 
@@ -96,3 +98,28 @@ def test_a_captured_random_rollout_equals_the_eager_loop(env_id):
                                                reference_obs, steps)
         _assert_trajectory_equals(traj, rows, reference_obs)
     assert torch.equal(env._action_sampler.counters, reference._action_sampler.counters)
+
+
+@pytest.mark.parametrize("space", [
+    gymnasium.spaces.Discrete(7, start=-3),
+    gymnasium.spaces.MultiDiscrete([2, 9, 2**31, 1, 5, 3], start=[0, -4, 7, 0, 1, 2]),
+    gymnasium.spaces.Box(-1.0, 2.0, (3,), np.float32),
+    gymnasium.spaces.Box(np.linspace(-9, 0, 9, dtype=np.float32),
+                         np.linspace(1, 5, 9, dtype=np.float32)),
+], ids=["discrete", "multidiscrete-6", "box-3", "box-9"])
+@pytest.mark.parametrize("slots_per_seed", [1, 3])
+def test_the_kernel_draws_every_component_as_the_definition(space, slots_per_seed):
+    # Components 0-3 reach the kernel as arguments, the rest through memory: both, and
+    # spaces of fewer than four.
+    n = 3 * 250
+    seeds = torch.as_tensor(np.random.default_rng(5).integers(-(2**63), 2**63 - 1,
+                                                              n // slots_per_seed),
+                            device="cuda")
+    kernel, reference = (ActionSampler(space, n, slots_per_seed, torch.device("cuda"),
+                                       use_kernel=use) for use in (True, False))
+    for _ in range(3):
+        a, b = kernel.sample(seeds), reference.sample(seeds)
+        assert a.dtype == b.dtype and a.shape == b.shape == (n, *space.shape)
+        assert torch.equal(a.view(torch.int32) if a.is_floating_point() else a,
+                           b.view(torch.int32) if b.is_floating_point() else b)
+    assert torch.equal(kernel.counters, reference.counters)

@@ -92,10 +92,10 @@ int run_sample(const Header& h, FILE* in, FILE* out) {
   for (size_t s = 0; s < n; ++s) {
     if constexpr (sizeof(T) == 8) {
       gv_sample_slot(seed[s], (long long)s, counter[s], (int)dims,
-                     GvDiscreteComponent{low.data(), high.data()}, actions.data() + s * dims);
+                     GvDiscreteComponents::from_arrays(low.data(), high.data(), (int)dims), actions.data() + s * dims);
     } else {
       gv_sample_slot(seed[s], (long long)s, counter[s], (int)dims,
-                     GvBoxComponent{low.data(), high.data()}, actions.data() + s * dims);
+                     GvBoxComponents::from_arrays(low.data(), high.data(), (int)dims), actions.data() + s * dims);
     }
   }
   write_from(out, actions);

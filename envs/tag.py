@@ -642,13 +642,32 @@ def shared_bytes(params: TagParams, launch: GameLaunch, device: torch.device) ->
     """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag.cu``):
     per thread two float4 tile entries and an int (the tags per tagger of a game that fits
     one block), with scan helpers ``H * K * A`` floats and ints (each part's list, H threads
-    per agent), plus,
-    where it fits under :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of
-    ``obs_dim | 1`` floats per agent of the block for staging its observation rows (so the
-    block writes them to global memory as one contiguous span)."""
+    per agent), plus, where :func:`stages_rows` and it fits under
+    :data:`STAGE_LIMIT_BYTES` and the device's opt-in limit, a row of ``obs_dim | 1``
+    floats per agent of the block for staging its observation rows (so the block writes
+    them to global memory as one contiguous span)."""
     base, staged = _shared_sizes(params, launch.block, _scan_helpers(params, launch),
                                  launch.games_per_block)
+    if not stages_rows(launch, device):
+        return base
     return staged if staged <= _shared_limit(device) else base
+
+
+def stages_rows(launch: GameLaunch, device: torch.device) -> bool:
+    """Whether a launch stages its observation rows in shared memory (where they fit): all
+    but launches of one game a warp (``launch.block <= 32``, one game a block) with at most
+    :data:`PACKED_BLOCKS_PER_SM` blocks per SM, which write their rows straight to global
+    memory. There the staged copy (a barrier and the block's passes over its rows) is on
+    the critical path of a short step, and the rows' uncoalesced stores are few. H200, one
+    graph node a step, two rounds, staged against straight: 5 agents, 1 game 3.95-4.13 µs
+    against 3.91; 132 games 4.56-4.60 against 4.32-4.33; 528 games 4.71-4.72 against
+    4.46-4.52; 16 agents, 1 game 6.34 against 5.66, 132 games 6.83-6.84 against 6.58-6.61.
+    Elsewhere straight rows lose: 2,000 games of 5 (four a warp) 5.08 against 7.40-7.50, 64
+    agents 7.76-7.79 against 14.2-14.3, 100 × 105 11.30-11.31 against 25.3."""
+    if launch.block > 32 or launch.games_per_block != 1 or launch.blocks_per_game != 1:
+        return True
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return launch.num_games > PACKED_BLOCKS_PER_SM * sms
 
 
 def _shared_sizes(params: TagParams, block: int, helpers: int,

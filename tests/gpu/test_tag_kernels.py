@@ -21,8 +21,10 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gpu_vecenv.envs import tag
 from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
+from gpu_vecenv.multi_agent.kernel_binding import GameLaunch
 
 pytestmark = pytest.mark.gpu
 
@@ -323,3 +325,35 @@ def test_envs_sharing_a_kernel_with_different_shared_memory_both_step(monkeypatc
         env.reset(seed=0)
         env.step(random_actions(env, gen))
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize(("games", "agents", "full", "mode"), [
+    (1, 5, False, AutoresetMode.NEXT_STEP), (3, 16, True, AutoresetMode.SAME_STEP),
+    (40, 24, False, AutoresetMode.DISABLED)])
+def test_one_game_a_warp_writes_its_rows_straight_with_the_staged_results(
+        monkeypatch, games, agents, full, mode):
+    # Launches of one game a warp on few blocks write the observation rows straight to
+    # global memory (tag.stages_rows); staged, the same step gives the same bits.
+    params = tag_params(agents, full)
+    kwargs = dict(device="cuda", backend="cuda", autoreset_mode=mode, strict=False, **params)
+    straight = TagVectorEnv(games, **kwargs)
+    launch = GameLaunch(straight.backend.block, 1, num_games=games)
+    assert not tag.stages_rows(launch, straight.device)
+    base = tag.shared_bytes(straight.params, launch, straight.device)
+    assert straight.backend._fn.shared_bytes == base
+    monkeypatch.setattr(tag, "stages_rows", lambda launch, device: True)
+    staged = TagVectorEnv(games, **kwargs)
+    assert staged.backend._fn.shared_bytes > base
+    assert_same_rollouts(straight, staged, seed=games)
+    assert_matches_reference(straight, params)
+
+
+def test_many_games_a_warp_and_larger_blocks_stage_their_rows():
+    device = torch.device("cuda")
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    many = tag.PACKED_BLOCKS_PER_SM * sms + 1
+    assert tag.stages_rows(GameLaunch(32, 1, num_games=many), device)
+    assert tag.stages_rows(GameLaunch(32, 1, num_games=many, games_per_block=4), device)
+    assert tag.stages_rows(GameLaunch(32, 1, num_games=2, games_per_block=2), device)
+    assert tag.stages_rows(GameLaunch(64, 1, num_games=1), device)
+    assert not tag.stages_rows(GameLaunch(32, 1, num_games=many - 1), device)

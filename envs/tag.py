@@ -660,8 +660,8 @@ def stages_rows(launch: GameLaunch, device: torch.device) -> bool:
     memory. There the staged copy (a barrier and the block's passes over its rows) is on
     the critical path of a short step, and the rows' uncoalesced stores are few. H200, one
     graph node a step, two rounds, staged against straight: 5 agents, 1 game 3.95-4.13 µs
-    against 3.91; 132 games 4.56-4.60 against 4.32-4.33; 528 games 4.71-4.72 against
-    4.46-4.52; 16 agents, 1 game 6.34 against 5.66, 132 games 6.83-6.84 against 6.58-6.61.
+    against 3.91; 132 games 4.56-4.59 against 4.32-4.33; 528 games 4.71-4.72 against
+    4.46-4.52; 16 agents, 1 game 6.33 against 5.66, 132 games 6.83 against 6.58-6.61.
     Elsewhere straight rows lose: 2,000 games of 5 (four a warp) 5.08 against 7.40-7.50, 64
     agents 7.76-7.79 against 14.2-14.3, 100 × 105 11.30-11.31 against 25.3."""
     if launch.block > 32 or launch.games_per_block != 1 or launch.blocks_per_game != 1:

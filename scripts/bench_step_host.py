@@ -115,6 +115,7 @@ def stub_cuda(env, launch) -> None:
         backend._fn = _stub_kernel("f" * 12 + "P" * 20 + "P" * 6 + "PP" + "iiii", head,
                                    launch)
         backend._grid, backend._block_shape = (env.num_games, 1, 1), (128, 1, 1)
+        backend._step_grid, backend._step_block = backend._grid, backend._block_shape
         backend._step_fn = backend._fn  # one-block games of < 33 agents step through run()
         backend._step_phases = STEP_PHASES
         backend._single_launch_tail = (0, 1, 0, STEP_PHASES[0], STEP_PHASES[-1])

@@ -23,9 +23,9 @@ drawn). Unbounded ``Box`` dimensions have no uniform distribution and are refuse
 Cost (H200, CartPole, captured roll-outs, docs/capture.md): 0.35-0.45 µs a step less than a
 ``torch.randint`` policy up to 16,384 envs (the first four components' ranges reach the
 kernel as arguments, so a draw waits for one round trip to memory, its seed and count); at
-a million envs and more, where a step is
-bandwidth-bound, more (a draw reads the seed and count and writes the count: about 24
-bytes an env against the 8 a ``torch.randint`` writes).
+a million envs and more, where a step is bandwidth-bound, more than a ``torch.randint``
+(a draw reads the seed and count and writes the count: about 24 bytes an env against the 8
+a ``torch.randint`` writes).
 """
 
 from __future__ import annotations

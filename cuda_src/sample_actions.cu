@@ -95,13 +95,15 @@ __device__ void gv_sample_actions(T* out, unsigned int* counters, const long lon
   counters[slot] = counter + 1u;
 }
 
+// The arguments that stay the same for a sampler come first (the host packs them once), the
+// seeds and the output last.
 // start, count: (dims,) int64; start<k>, count<k>: their first four entries (0 past dims).
 extern "C" __global__ void sample_discrete_actions(
-    long long* __restrict__ out, unsigned int* __restrict__ counters,
-    const long long* __restrict__ seeds, const long long* __restrict__ start,
+    unsigned int* __restrict__ counters, const long long* __restrict__ start,
     const long long* __restrict__ count, long long start0, long long start1, long long start2,
     long long start3, long long count0, long long count1, long long count2, long long count3,
-    int n, int slots_per_seed, int dims) {
+    int n, int slots_per_seed, int dims, const long long* __restrict__ seeds,
+    long long* __restrict__ out) {
   const GvDiscreteComponents components{
       {{start0, count0}, {start1, count1}, {start2, count2}, {start3, count3}}, start, count};
   gv_sample_actions(out, counters, seeds, components, n, slots_per_seed, dims);
@@ -109,10 +111,10 @@ extern "C" __global__ void sample_discrete_actions(
 
 // low, high: (dims,) float32, finite; low<k>, high<k>: their first four entries (0 past dims).
 extern "C" __global__ void sample_box_actions(
-    float* __restrict__ out, unsigned int* __restrict__ counters,
-    const long long* __restrict__ seeds, const float* __restrict__ low,
+    unsigned int* __restrict__ counters, const float* __restrict__ low,
     const float* __restrict__ high, float low0, float low1, float low2, float low3, float high0,
-    float high1, float high2, float high3, int n, int slots_per_seed, int dims) {
+    float high1, float high2, float high3, int n, int slots_per_seed, int dims,
+    const long long* __restrict__ seeds, float* __restrict__ out) {
   const GvBoxComponents components{
       {{low0, high0}, {low1, high1}, {low2, high2}, {low3, high3}}, low, high};
   gv_sample_actions(out, counters, seeds, components, n, slots_per_seed, dims);

@@ -167,21 +167,19 @@ class _SampleKernel:
 
         index = sampler.device.index if sampler.device.index is not None else 0
         module = load_module("sample_actions", index)
-        # out, counters, seeds, low (start), high (count); the first four of each by value
-        # (one round trip to memory a draw: docs in sample_actions.cu); n, slots_per_seed, dims.
+        # counters, low (start), high (count), the first four of each by value (one round
+        # trip to memory a draw: docs in sample_actions.cu), n, slots_per_seed, dims: fixed,
+        # packed once; then the seeds and the output, packed at every call.
         value = "f" if sampler.kind == "box" else "q"
-        self._kernel = Kernel(module, f"sample_{sampler.kind}_actions",
-                              "PPPPP" + value * 8 + "iii")
         first_low, first_high = sampler._first_low_high
-        self._pointers = (sampler.counters.data_ptr(), sampler.low.data_ptr(),
-                          sampler.high.data_ptr())
-        self._values = (*first_low, *first_high)
-        self._sizes = (sampler.num_slots, sampler.slots_per_seed, sampler.dims)
+        fixed = (sampler.counters.data_ptr(), sampler.low.data_ptr(), sampler.high.data_ptr(),
+                 *first_low, *first_high, sampler.num_slots, sampler.slots_per_seed,
+                 sampler.dims)
+        self._kernel = Kernel(module, f"sample_{sampler.kind}_actions",
+                              "PPP" + value * 8 + "iii" + "PP", fixed=fixed)
         self._grid = (math.ceil(sampler.num_slots / BLOCK_SIZE), 1, 1)
         self._block = (BLOCK_SIZE, 1, 1)
         self._sampler = sampler  # keeps the tensors behind the pointers alive
 
     def __call__(self, out: torch.Tensor, seeds: torch.Tensor) -> None:
-        counters, low, high = self._pointers
-        self._kernel(self._grid, self._block, (out.data_ptr(), counters, seeds.data_ptr(), low,
-                                               high, *self._values, *self._sizes))
+        self._kernel(self._grid, self._block, (seeds.data_ptr(), out.data_ptr()))

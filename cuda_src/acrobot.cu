@@ -60,14 +60,14 @@ struct Acrobot {
   // AcrobotEnv._dsdt; returns (ddtheta1, ddtheta2) (the angle derivatives are the velocities).
   GV_HD static void derivatives(const Consts& c, float theta1, float theta2, float dtheta1,
                                 float dtheta2, float torque, float* ddtheta1, float* ddtheta2) {
-    const float cos_theta2 = cosf(theta2);
-    const float sin_theta2 = sinf(theta2);
+    const float cos_theta2 = gv_cosf(theta2);
+    const float sin_theta2 = gv_sinf(theta2);
     const float d1 = ((c.d1_a + c.m2 * (c.d1_b * cos_theta2 + c.d1_c)) + c.i1) + c.i2;
     const float d2 = c.m2 * (c.l1_lc2 * cos_theta2 + c.d2_c) + c.i2;
-    const float phi2 = c.phi2_k * cosf((theta1 + theta2) - c.half_pi);
+    const float phi2 = c.phi2_k * gv_cosf((theta1 + theta2) - c.half_pi);
     const float phi1 = ((c.phi1_a * (dtheta2 * dtheta2) * sin_theta2 -
                          c.phi1_b * dtheta2 * dtheta1 * sin_theta2) +
-                        c.phi1_c * cosf(theta1 - c.half_pi)) +
+                        c.phi1_c * gv_cosf(theta1 - c.half_pi)) +
                        phi2;
     const float den = c.den_c - (d2 * d2) / d1;
     float dd2;
@@ -110,7 +110,7 @@ struct Acrobot {
     t2n = wrap(c, t2n);
     v1n = gv_clamp(v1n, -c.max_vel_1, c.max_vel_1);
     v2n = gv_clamp(v2n, -c.max_vel_2, c.max_vel_2);
-    const bool terminated = -cosf(t1n) - cosf(t2n + t1n) > 1.0f;
+    const bool terminated = -gv_cosf(t1n) - gv_cosf(t2n + t1n) > 1.0f;
     *reward = terminated ? 0.0f : -1.0f;
     s[0] = t1n;
     s[1] = t2n;
@@ -120,10 +120,10 @@ struct Acrobot {
   }
 
   GV_HD static void observe(const Consts&, const float (&s)[kStateDim], float (&o)[kObsDim]) {
-    o[0] = cosf(s[0]);
-    o[1] = sinf(s[0]);
-    o[2] = cosf(s[1]);
-    o[3] = sinf(s[1]);
+    o[0] = gv_cosf(s[0]);
+    o[1] = gv_sinf(s[0]);
+    o[2] = gv_cosf(s[1]);
+    o[3] = gv_sinf(s[1]);
     o[4] = s[2];
     o[5] = s[3];
   }

@@ -38,7 +38,7 @@ struct MountainCar {
   GV_HD static bool step(const Consts& c, float (&s)[kStateDim], const ActionT (&a)[kActionDim],
                          float* reward) {
     const float push = (float)(a[0] - 1);
-    float velocity = s[1] + (push * c.force + cosf(3.0f * s[0]) * c.neg_gravity);
+    float velocity = s[1] + (push * c.force + gv_cosf(3.0f * s[0]) * c.neg_gravity);
     velocity = gv_clamp(velocity, -c.max_speed, c.max_speed);
     float position = s[0] + velocity;
     position = gv_clamp(position, c.min_position, c.max_position);

@@ -44,7 +44,7 @@ struct MountainCarContinuous {
                          float* reward) {
     const float raw = a[0];
     const float force = gv_clamp(raw, c.min_action, c.max_action);
-    float velocity = s[1] + (force * c.power - c.gravity * cosf(3.0f * s[0]));
+    float velocity = s[1] + (force * c.power - c.gravity * gv_cosf(3.0f * s[0]));
     velocity = gv_clamp(velocity, -c.max_speed, c.max_speed);
     float position = s[0] + velocity;
     position = gv_clamp(position, c.min_position, c.max_position);

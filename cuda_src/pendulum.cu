@@ -48,7 +48,7 @@ struct Pendulum {
     const float costs =
         (angle * angle + c.speed_cost * (theta_dot * theta_dot)) + c.action_cost * (u * u);
     float new_theta_dot =
-        theta_dot + (c.gravity_k * sinf(theta) + c.torque_k * u) * c.dt;
+        theta_dot + (c.gravity_k * gv_sinf(theta) + c.torque_k * u) * c.dt;
     new_theta_dot = gv_clamp(new_theta_dot, -c.max_speed, c.max_speed);
     const float new_theta = theta + new_theta_dot * c.dt;
     *reward = -costs;
@@ -58,8 +58,8 @@ struct Pendulum {
   }
 
   GV_HD static void observe(const Consts&, const float (&s)[kStateDim], float (&o)[kObsDim]) {
-    o[0] = cosf(s[0]);
-    o[1] = sinf(s[0]);
+    o[0] = gv_cosf(s[0]);
+    o[1] = gv_sinf(s[0]);
     o[2] = s[1];
   }
 };

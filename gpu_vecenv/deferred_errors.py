@@ -3,10 +3,10 @@
 Kernels and the torch reference count invalid actions in a device scalar
 (``buffers.error_count``) and leave the envs that got them unchanged. On a GPU the count
 is copied to pinned host memory every :data:`ERROR_FLAG_INTERVAL` steps, asynchronously,
-and an env raises once such a copy has arrived and is non-zero; ``check_errors()`` and
-a full ``reset()`` read the device count at once (a sync; a partial reset checks like a
-step). On the CPU reading is free, so every
-step checks.
+on a stream of its own (:class:`~gpu_vecenv.backends.flag_copy.FlagCopy`: the steps do not
+wait for it), and an env raises once such a copy has arrived and is non-zero;
+``check_errors()`` and a full ``reset()`` read the device count at once (a sync; a partial
+reset checks like a step). On the CPU reading is free, so every step checks.
 
 While torch's current stream is capturing a CUDA graph nothing here touches the host
 (event queries are illegal during capture and a captured copy would never be re-read):
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from gpu_vecenv.backends.flag_copy import FlagCopy
+
 ERROR_FLAG_INTERVAL = 8
 """Steps between asynchronous copies of the device's invalid-action count to the host.
 Envs that got an invalid action stay frozen meanwhile, so a later report loses nothing;
@@ -26,7 +28,6 @@ the copy and its event cost host time on every call that makes one."""
 
 _IS_CAPTURING = (getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
                  or torch.cuda.is_current_stream_capturing)
-_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def _capturing(device: torch.device) -> bool:
@@ -46,16 +47,14 @@ class DeferredErrors:
         self.error_count = error_count
         self.device = error_count.device
         self._host: torch.Tensor | None = None
-        self._event = None
+        self._copy: FlagCopy | None = None
         self._steps_to_copy = 0
         self.may_report = not asynchronous
         """False while :meth:`take` with ``sync=False`` would certainly return 0 (no copy
         of the count is on its way): ``step()`` then skips calling it."""
-        self._device_index = self.device.index or 0
-        self._stream, self._stream_handle = None, None
         if asynchronous:
             self._host = torch.zeros((), dtype=torch.int32, pin_memory=True)
-            self._event = torch.cuda.Event()
+            self._copy = FlagCopy(error_count, self._host)
 
     def after_step(self) -> bool:
         """Call after every step; True when the caller should check now (synchronously).
@@ -66,33 +65,26 @@ class DeferredErrors:
         if self._steps_to_copy > 0 or _capturing(self.device):
             return False
         self._steps_to_copy = ERROR_FLAG_INTERVAL
-        self._host.copy_(self.error_count, non_blocking=True)
-        self._event.record(self._current_stream())
+        self._copy.start()
         self.may_report = True
         return False
-
-    def _current_stream(self) -> torch.cuda.Stream:
-        """Torch's current stream, as a ``Stream`` object reused while its handle stays
-        the same (``torch.cuda.current_stream()`` costs several microseconds; an event
-        recorded on a ``Stream`` is recorded on its handle)."""
-        handle = _RAW_STREAM(self._device_index) if _RAW_STREAM is not None else None
-        if handle is None or handle != self._stream_handle:
-            self._stream = torch.cuda.current_stream(self.device)
-            self._stream_handle = handle
-        return self._stream
 
     def take(self, sync: bool) -> int:
         """The number of invalid actions counted since the last report, zeroing the count
         if there were any. With ``sync=False`` only a copy that has already reached the
         host is looked at (0 if none has, or while a graph is being captured)."""
         if self._host is not None and not sync:
-            if not self.may_report or _capturing(self.device) or not self._event.query():
+            if not self.may_report or _capturing(self.device) or not self._copy.arrived():
                 return 0
             self.may_report = False
             if int(self._host) == 0:
                 return 0
         if sync and _capturing(self.device):
             raise RuntimeError("check_errors() cannot run while a CUDA graph is captured")
+        if self._copy is not None:
+            # A copy still on its way would land after the zeroing below and report the
+            # same invalid actions again.
+            self._copy.wait()
         count = int(self.error_count)
         if count:
             self.error_count.zero_()

@@ -143,8 +143,14 @@ def stub_cuda(env, launch) -> None:
         ring._cuda = True
     errors = env._errors
     errors._host = torch.zeros((), dtype=torch.int32)
-    errors._event = types.SimpleNamespace(record=lambda stream=None: None, query=lambda: True)
-    errors._current_stream = lambda: None
+    if hasattr(errors, "_copy"):  # the copy on a stream of its own (FlagCopy)
+        errors._copy = types.SimpleNamespace(
+            start=lambda: errors._host.copy_(errors.error_count), arrived=lambda: True,
+            wait=lambda: None)
+    else:  # trees before it: a copy_ and an event on the current stream
+        errors._event = types.SimpleNamespace(record=lambda stream=None: None,
+                                              query=lambda: True)
+        errors._current_stream = lambda: None
 
 
 # -- the cases --

@@ -142,14 +142,13 @@ def test_non_contiguous_canonical_actions_step_like_contiguous_ones():
 
 def _as_on_a_gpu(env):
     """The env's deferred errors as on a GPU: flag copies that arrive when ``arrived``
-    says so (``env._errors._event``); counts ``take`` calls."""
+    says so (``env._errors._copy``); counts ``take`` calls."""
     errors = env._errors
     errors._host = torch.zeros((), dtype=torch.int32)
     errors.may_report = False
     state = types.SimpleNamespace(arrived=True, takes=0)
-    errors._event = types.SimpleNamespace(record=lambda stream=None: None,
-                                          query=lambda: state.arrived)
-    errors._current_stream = lambda: None
+    errors._copy = types.SimpleNamespace(start=lambda: errors._host.copy_(errors.error_count),
+                                         wait=lambda: None, arrived=lambda: state.arrived)
     take = errors.take
 
     def counting_take(sync):

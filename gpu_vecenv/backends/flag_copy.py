@@ -70,6 +70,11 @@ class FlagCopy:
         self._dst = _vp(host.data_ptr())
         self._bytes = ctypes.c_size_t(source.nbytes)
         self._lib = lib = _lib()
+        # The calls of start() and arrived() without declared argument types: ctypes then
+        # skips a conversion per argument, each passed in a form that is right as is.
+        self._event_record, self._stream_wait_event, self._copy_async, self._event_query = (
+            lib[name] for name in ("cuEventRecord", "cuStreamWaitEvent",
+                                   "cuMemcpyDtoHAsync_v2", "cuEventQuery"))
         self._stream, self._ready, self._done = _vp(), _vp(), _vp()
         with driver.current_context(self.device_index):
             driver.check(lib.cuStreamCreate(ctypes.byref(self._stream), CU_STREAM_NON_BLOCKING),
@@ -89,17 +94,20 @@ class FlagCopy:
                 self.start()
             return
         stream = current_raw_stream(device_index)
-        lib, after = self._lib, _vp(stream) if stream else None
-        driver.check(lib.cuEventRecord(self._ready, after), "cuEventRecord")
-        driver.check(lib.cuStreamWaitEvent(self._stream, self._ready, 0), "cuStreamWaitEvent")
-        driver.check(lib.cuMemcpyDtoHAsync_v2(self._dst, self._src, self._bytes, self._stream),
-                     "cuMemcpyDtoHAsync")
-        driver.check(lib.cuEventRecord(self._done, self._stream), "cuEventRecord")
+        after = _vp(stream) if stream else None
+        side = self._stream
+        result = (self._event_record(self._ready, after)
+                  or self._stream_wait_event(side, self._ready, 0)
+                  or self._copy_async(self._dst, self._src, self._bytes, side)
+                  or self._event_record(self._done, side))
+        if result:
+            driver.check(result, "the invalid-action count's copy (cuEventRecord, "
+                                 "cuStreamWaitEvent, cuMemcpyDtoHAsync)")
         self.started = True
 
     def arrived(self) -> bool:
         """Whether the last copy started has landed in ``host`` (True if none was)."""
-        result = self._lib.cuEventQuery(self._done)
+        result = self._event_query(self._done)
         if result == CUDA_ERROR_NOT_READY:
             return False
         driver.check(result, "cuEventQuery")

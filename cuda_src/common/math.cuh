@@ -70,24 +70,18 @@ __device__ __forceinline__ float gv_trig_reduce(float x, int* q) {
 }
 #endif
 
-GV_HD float gv_sinf(float x) {
+// sinf(x) (kCosine false) or cosf(x) (true): the cosine is the sine a quadrant on.
+template <bool kCosine>
+GV_HD float gv_sin_or_cos(float x) {
 #ifdef __CUDA_ARCH__
-  if (fabsf(x) >= 105615.0f) return gv_sinf_far(x);
+  if (fabsf(x) >= 105615.0f) return kCosine ? gv_cosf_far(x) : gv_sinf_far(x);
   int q;
   const float t = gv_trig_reduce(x, &q);
-  return gv_trig_polynomial(q, t);
+  return gv_trig_polynomial(kCosine ? q + 1 : q, t);
 #else
-  return sinf(x);
+  return kCosine ? cosf(x) : sinf(x);
 #endif
 }
 
-GV_HD float gv_cosf(float x) {
-#ifdef __CUDA_ARCH__
-  if (fabsf(x) >= 105615.0f) return gv_cosf_far(x);
-  int q;
-  const float t = gv_trig_reduce(x, &q);
-  return gv_trig_polynomial(q + 1, t);
-#else
-  return cosf(x);
-#endif
-}
+GV_HD float gv_sinf(float x) { return gv_sin_or_cos<false>(x); }
+GV_HD float gv_cosf(float x) { return gv_sin_or_cos<true>(x); }

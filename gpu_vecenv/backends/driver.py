@@ -32,6 +32,11 @@ _SIGNATURES = {
     "cuMemcpyDtoH_v2": [_vp, _vp, ctypes.c_size_t],
     "cuFuncSetAttribute": [_vp, _int, _int],
     "cuFuncGetAttribute": [ctypes.POINTER(_int), _int, _vp],
+    "cuStreamCreate": [ctypes.POINTER(_vp), _uint],
+    "cuStreamDestroy_v2": [_vp],
+    "cuEventCreate": [ctypes.POINTER(_vp), _uint],
+    "cuEventDestroy_v2": [_vp],
+    "cuEventSynchronize": [_vp],
     "cuGetErrorName": [_int, ctypes.POINTER(ctypes.c_char_p)],
     "cuGetErrorString": [_int, ctypes.POINTER(ctypes.c_char_p)],
 }

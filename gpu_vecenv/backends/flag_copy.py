@@ -26,33 +26,12 @@ CU_EVENT_DISABLE_TIMING = 2
 CUDA_ERROR_NOT_READY = 600
 
 _vp = ctypes.c_void_p
-_SIGNATURES = {
-    "cuStreamCreate": [ctypes.POINTER(_vp), ctypes.c_uint],
-    "cuStreamDestroy_v2": [_vp],
-    "cuEventCreate": [ctypes.POINTER(_vp), ctypes.c_uint],
-    "cuEventDestroy_v2": [_vp],
-    "cuEventRecord": [_vp, _vp],
-    "cuEventQuery": [_vp],
-    "cuEventSynchronize": [_vp],
-    "cuStreamWaitEvent": [_vp, _vp, ctypes.c_uint],
-    "cuMemcpyDtoHAsync_v2": [_vp, ctypes.c_uint64, ctypes.c_size_t, _vp],
-}
-
-
-def _lib() -> ctypes.CDLL:
-    lib = driver.libcuda()
-    if not getattr(lib, "_gv_flag_copy_declared", False):
-        for name, argtypes in _SIGNATURES.items():
-            function = getattr(lib, name)
-            function.argtypes = argtypes
-            function.restype = ctypes.c_int
-        lib._gv_flag_copy_declared = True
-    return lib
 
 
 class FlagCopy:
     """Copies ``source`` (a CUDA tensor) into ``host`` (pinned, same size and dtype) on a
-    stream of its own, after the work queued so far on a given stream.
+    stream of its own, each copy after the work queued so far on torch's current stream
+    of the device.
 
     Args:
         source: the device tensor to copy (contiguous).
@@ -69,7 +48,7 @@ class FlagCopy:
         self._src = ctypes.c_uint64(source.data_ptr())
         self._dst = _vp(host.data_ptr())
         self._bytes = ctypes.c_size_t(source.nbytes)
-        self._lib = lib = _lib()
+        self._lib = lib = driver.libcuda()
         # The calls of start() and arrived() without declared argument types: ctypes then
         # skips a conversion per argument, each passed in a form that is right as is.
         self._event_record, self._stream_wait_event, self._copy_async, self._event_query = (

@@ -7,6 +7,7 @@ import torch
 
 from gpu_vecenv import make_vec
 from gpu_vecenv.actions import InvalidActionError
+from gpu_vecenv.backends.flag_copy import FlagCopy
 from gpu_vecenv.vector_env import GpuVectorEnv
 
 pytestmark = pytest.mark.gpu
@@ -37,8 +38,6 @@ def test_deferred_error_surfaces_within_a_few_steps(backend):
 
 
 def test_the_flag_copy_waits_for_the_work_queued_before_it_and_then_lands():
-    from gpu_vecenv.backends.flag_copy import FlagCopy
-
     count = torch.zeros((), dtype=torch.int32, device="cuda")
     host = torch.full((), -1, dtype=torch.int32, pin_memory=True)
     copy = FlagCopy(count, host)
@@ -56,8 +55,6 @@ def test_the_flag_copy_waits_for_the_work_queued_before_it_and_then_lands():
 
 
 def test_the_flag_copy_follows_the_current_stream_of_its_device():
-    from gpu_vecenv.backends.flag_copy import FlagCopy
-
     count = torch.zeros((), dtype=torch.int32, device="cuda")
     host = torch.zeros((), dtype=torch.int32, pin_memory=True)
     copy = FlagCopy(count, host)

@@ -18,15 +18,15 @@ from gpu_vecenv.train.ppo import PPOLearner, ppo_metrics
 
 
 def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_dim: int,
-                        spec: ActionSpec, device: torch.device) -> bool:
+                        spec: ActionSpec, device: torch.device, masked: bool = False) -> bool:
     """Whether a policy runs on the fused kernels (``trainer.fused_kernels`` is
     ``wanted``: ``None`` = where they apply; ``True`` = they must, else a ``ValueError``
-    says why not)."""
+    says why not). ``masked``: the policy's slots have idle rows to weigh 0."""
     if wanted is False:
         return False
     algo = "ppo" if isinstance(config, PPOConfig) else "a2c"
     blockers = fused_blockers(algo, tuple(config.hidden_sizes), config.activation, obs_dim,
-                              spec, device)
+                              spec, device, masked)
     if blockers and wanted:
         raise ValueError("trainer.fused_kernels=true, but " + "; ".join(blockers))
     return not blockers

@@ -282,10 +282,12 @@ class Trainer:
                 join_actions(self.groups, actions, self._joint_actions))
             done = terminated | truncated
             final_obs = info["final_obs"]
+            active = info.get("active")  # multi-agent envs: False for idle slots
             for g in self.groups:
                 r, d = g.select(reward), g.select(done)
-                g.learner.record(step, r, g.select(terminated), d, g.select(final_obs))
-                g.stats.update(r, d)
+                live = None if active is None else g.select(active)
+                g.learner.record(step, r, g.select(terminated), d, g.select(final_obs), live)
+                g.stats.update(r, d, live)
             self.obs = obs
 
     def _update(self) -> dict[str, dict[str, torch.Tensor]]:

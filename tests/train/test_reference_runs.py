@@ -70,10 +70,12 @@ EXPECTED = {
     "a2c-acrobot": ("11dd656c17091183", "90adbaabe5998931", "7dc16db5527938b9"),
     "a2c-mountaincar-adam-box": ("27d20a8bf85af67e", "4c30d73c9fc037a9", "8589644df5913929"),
     "ddpg-pendulum": ("6945f601f1b67647", "aaa5cd96a10b5fe5", "2401fef551c206d9"),
-    "ppo-taggrid-two-policies": ("03cde1f13865fa9f", "a8066e50d40c0bef", "a970a866183e3c5e"),
+    "ppo-taggrid-two-policies": ("a742271279e8480e", "ee8487c9cceb0c7a", "a970a866183e3c5e"),
 }
 """run -> (metrics digest, checkpoint digest, evaluation digest), recorded before the
-refactor (see the module docstring)."""
+refactor (see the module docstring). ppo-taggrid-two-policies re-recorded when multi-agent
+learners began to weigh idle slots 0 (issue 30): its rows gained ``live_fraction`` and
+masked means, its checkpoint the learners' ``live`` flags."""
 
 
 def _update(h: Any, value: Any) -> None:

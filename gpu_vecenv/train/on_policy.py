@@ -145,7 +145,8 @@ class OnPolicyLearner:
 
     def advantages(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(values, advantages, returns)`` of the stored roll-out, ``(T, N)`` each:
-        GAE(lambda) over the (scaled) rewards, bootstrapping from ``final_obs``."""
+        GAE(lambda) over the (scaled) rewards, bootstrapping from ``final_obs`` (where an
+        episode was truncated, only with ``bootstrap_truncated``)."""
         c, s = self.config, self.storage
         with torch.no_grad():
             # Values are computed for the whole roll-out at once, after it, instead of
@@ -154,8 +155,15 @@ class OnPolicyLearner:
             next_values = self.model.value(s.flat(s.final_obs)).reshape(s.rewards.shape)
             rewards = s.rewards * c.reward_scale if c.reward_scale != 1.0 else s.rewards
             advantages, returns = losses.gae_advantages(
-                rewards, values, next_values, s.terminated, s.done, c.gamma, c.gae_lambda)
+                rewards, values, next_values, self.no_bootstrap(), s.done, c.gamma,
+                c.gae_lambda)
         return values, advantages, returns
+
+    def no_bootstrap(self) -> torch.Tensor:
+        """``(T, N)`` bool: the rows whose target does not bootstrap from ``final_obs``:
+        terminated ones, and with ``bootstrap_truncated`` false every episode end."""
+        s = self.storage
+        return s.terminated if self.config.bootstrap_truncated else s.done
 
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:

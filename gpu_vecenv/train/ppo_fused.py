@@ -72,7 +72,7 @@ class FusedPPOLearner(PPOLearner):
         rewards = s.rewards * c.reward_scale if c.reward_scale != 1.0 else s.rewards
         self.fused.values(s.flat(s.obs), b["values"].view(-1))
         self.fused.values(s.flat(s.final_obs), b["next_values"].view(-1))
-        self.fused.gae(rewards, b["values"], b["next_values"], s.terminated, s.done,
+        self.fused.gae(rewards, b["values"], b["next_values"], self.no_bootstrap(), s.done,
                        c.gamma, c.gae_lambda, b["advantages"], b["returns"])
         return b["values"], b["advantages"], b["returns"]
 

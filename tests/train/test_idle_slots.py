@@ -216,7 +216,8 @@ def test_a_tagged_runner_does_not_bootstrap_and_survivors_do_at_the_time_limit(t
     the tagged runner's row is ``r - V`` (terminated: its game is over for it), a row cut
     by the game's time limit ``r + gamma V(final_obs) - V`` (truncated), where
     ``final_obs`` is the last observation (time feature t / episode_length = 1), not the
-    next game's first one; idle rows carry no done at all."""
+    next game's first one, unless ``bootstrap_truncated`` is false; idle rows carry no
+    done at all."""
     trainer = _tag_trainer(tmp_path)
     learner = trainer.groups[1].learner
     learner.config = PPOConfig(**{**learner.config.__dict__, "gae_lambda": 0.0})
@@ -236,6 +237,14 @@ def test_a_tagged_runner_does_not_bootstrap_and_survivors_do_at_the_time_limit(t
     time_feature = s.final_obs[..., -2]  # then the own-role feature
     assert bool((time_feature[cut] == 1.0).all())
     assert bool((s.done & ~s.mask.bool()).logical_not().all())
+    # bootstrap_truncated=false: the time limit ends the game like a tag. (Bootstrapping
+    # there feeds on itself: a critic that generalises from t/T = 0.99 to the unseen
+    # t/T = 1 pulls the end-of-game target towards r / (1 - gamma).)
+    learner.config = PPOConfig(**{**learner.config.__dict__, "bootstrap_truncated": False})
+    _, advantages, returns = learner.advantages()
+    torch.testing.assert_close(advantages[cut], s.rewards[cut] - 5.0)
+    torch.testing.assert_close(advantages[tagged], s.rewards[tagged] - 5.0)
+    torch.testing.assert_close(returns[cut], s.rewards[cut])
 
 
 def test_each_policy_normalises_its_own_advantages(tmp_path):

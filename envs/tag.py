@@ -25,8 +25,9 @@ others; then ``t / episode_length``; then (``observe_own_state``, off by default
 backend only) the agent's own x/L, y/L, cos and sin of its direction and speed/max_speed;
 then (``observe_own_role``, default) the agent's own role, so that one shared policy can
 tell roles apart. ``D = 7·(N-1) + 2`` (full) or ``7·K + 2`` (partial), one less without
-the own role, 5 more with the own state. An agent out of the game sees zero
-Δs and time (full mode) or all zeros (partial mode).
+the own role, 5 more with the own state. With ``egocentric`` (torch backend only) Δx and
+Δy are turned into the agent's own frame (x ahead, y to its left). An agent out of the game
+sees zero Δs and time (full mode) or all zeros (partial mode).
 
 ## Rewards
 Per step: ``edge_hit_penalty`` for leaving the field, the role's step reward, ``±tag``
@@ -127,6 +128,9 @@ class TagParams:
     direction, speed/max_speed; zeros out of the game), before the own role. WarpDrive's
     observation holds only differences (other − self), so an agent cannot tell which turn
     takes it towards or away from another, nor where the edges are. Torch backend only."""
+    egocentric: bool = False
+    """Observe the others' Δx, Δy rotated into the agent's own frame (x ahead, y to its
+    left) instead of the field's. Torch backend only."""
     fixed_start_positions: bool = False
     """Reuse one set of start positions for every episode and game (WarpDrive's way)."""
 
@@ -380,6 +384,11 @@ def observe(params: TagParams, state: State) -> torch.Tensor:
 
     blocks = [torch.where(playing[..., None], gather(v) - v[..., None], 0.0)
               for v in _features(params, state)]
+    if params.egocentric:  # (Δx, Δy) in the observer's frame: x ahead, y to its left
+        cos = torch.cos(state["direction"])[..., None]
+        sin = torch.sin(state["direction"])[..., None]
+        blocks[0], blocks[1] = (cos * blocks[0] + sin * blocks[1],
+                                cos * blocks[1] - sin * blocks[0])
     blocks += [gather(role), gather(playing.to(torch.float32))]
     obs = torch.where(seen[:, :, None, :], torch.stack(blocks, dim=2), 0.0).reshape(G, A, -1)
     time = state["t"].to(torch.float32) / _const(float(params.episode_length), x)
@@ -702,9 +711,9 @@ def _shared_limit(device: torch.device) -> int:
 
 
 def check_kernel_params(params: TagParams) -> None:
-    if params.observe_own_state:
-        raise ValueError("observe_own_state is implemented by the torch backend only "
-                         "(backend='torch')")
+    if params.observe_own_state or params.egocentric:
+        raise ValueError("observe_own_state and egocentric are implemented by the torch "
+                         "backend only (backend='torch')")
     if not params.use_full_observation and params.num_other_agents_observed > MAX_OBSERVED:
         raise ValueError(f"the CUDA kernel observes at most {MAX_OBSERVED} others; "
                          f"num_other_agents_observed={params.num_other_agents_observed}")

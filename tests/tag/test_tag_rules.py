@@ -247,6 +247,26 @@ def test_own_state_feature_by_hand():
         check_kernel_params(p)
 
 
+def test_egocentric_positions_by_hand():
+    """``egocentric``: Δx, Δy of the others in the observer's frame (x ahead, y to its
+    left); the other features are unchanged."""
+    p = TagParams(num_taggers=1, num_runners=2, egocentric=True, **OBS)
+    # Agent 0 faces north (π/2): agent 1 straight ahead, agent 2 to its right.
+    s = game(x=[5.0, 5.0, 7.0], y=[5.0, 8.0, 5.0], direction=[math.pi / 2, 0.0, 0.0])
+    obs = observe(p, s)[0]
+    pos = F32(math.sqrt(2)) * F32(10.0)
+    torch.testing.assert_close(obs[0, 0:4], torch.tensor([3.0, 0.0, 0.0, -2.0]) / pos,
+                               atol=1e-6, rtol=0)
+    # Agent 1 faces east (0): its frame is the field's.
+    plain = observe(TagParams(num_taggers=1, num_runners=2, **OBS), s)[0]
+    torch.testing.assert_close(obs[1], plain[1], rtol=0, atol=0)
+    torch.testing.assert_close(obs[:, 4:], plain[:, 4:], rtol=0, atol=0)
+    from gpu_vecenv.envs.tag import check_kernel_params
+
+    with pytest.raises(ValueError, match="torch backend only"):
+        check_kernel_params(p)
+
+
 def test_partial_observation_orders_by_distance_skips_the_out_and_pads():
     p = TagParams(num_taggers=1, num_runners=4, use_full_observation=False,
                   num_other_agents_observed=3, **OBS)

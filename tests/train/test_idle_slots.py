@@ -293,3 +293,17 @@ def test_two_ranks_weigh_live_rows_as_one_process_does(tmp_path, algo):
         if name == "explained_variance":  # already global on every rank
             mean = rank0["metrics"][name]
         assert mean == pytest.approx(float(metrics[name]), rel=1e-4, abs=1e-6), name
+
+
+def test_the_shipped_cpu_config_trains_with_masked_runners(tmp_path):
+    """``tag_cpu`` (torch backend, own state, egocentric, no bootstrap at the time limit)
+    runs an iteration; its runners log the share of live rows."""
+    from gpu_vecenv.train.config_loading import load_config
+    from gpu_vecenv.train.trainer import Trainer
+
+    config = load_config("tag_cpu", [], total_steps=16 * 10 * 32, device="cpu",
+                         progress=False, tensorboard=False, eval_episodes=0,
+                         run_dir=str(tmp_path / "run"))
+    assert not config.policy_config("runner").bootstrap_truncated
+    row = Trainer(config).run().metrics[-1]
+    assert 0.0 < row["runner/live_fraction"] <= 1.0 and row["tagger/live_fraction"] == 1.0

@@ -181,11 +181,6 @@ def main(args: argparse.Namespace) -> int:
     except Exception as exc:
         if not distributed.active():
             raise
-        from gpu_vecenv.train.stop_agreement import RanksNotAgreeing
-
-        if isinstance(exc, RanksNotAgreeing):
-            print(f"gpu-vecenv train: {exc}", file=sys.stderr, flush=True)
-            return 128 + signal.SIGTERM
         if distributed.is_peer_failure(exc):
             # The rank that failed prints the cause; the others say only that they stopped.
             return distributed.stop_after_peer_failure(exc, "gpu-vecenv train")

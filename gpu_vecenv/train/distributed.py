@@ -295,6 +295,11 @@ def broadcast_module(module: torch.nn.Module) -> None:
                 dist.broadcast(tensor, src=0)
 
 
+class RanksNotAgreeing(RuntimeError):
+    """After a stop request (a signal), the ranks could not agree to stop in time
+    (:mod:`gpu_vecenv.train.stop_agreement`): another rank died or hangs."""
+
+
 _PEER_FAILURE_TEXT = ("Connection closed by peer", "Connection reset by peer",
                       "remote worker", "Watchdog caught collective operation timeout",
                       "NCCL communicator was aborted", "timed out")
@@ -303,8 +308,8 @@ _PEER_FAILURE_TEXT = ("Connection closed by peer", "Connection reset by peer",
 def is_peer_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is a collective that failed because another rank died or hung
     (that rank reports the cause; this one only stops)."""
-    return active() and (isinstance(exc, getattr(dist, "DistError", ())) or any(
-        text in str(exc) for text in _PEER_FAILURE_TEXT))
+    return active() and (isinstance(exc, (RanksNotAgreeing, getattr(dist, "DistError", ())))
+                         or any(text in str(exc) for text in _PEER_FAILURE_TEXT))
 
 
 def stop_after_peer_failure(exc: BaseException, prefix: str) -> int:

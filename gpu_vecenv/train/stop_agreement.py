@@ -28,6 +28,7 @@ import time
 import torch
 
 from gpu_vecenv.train import distributed
+from gpu_vecenv.train.distributed import RanksNotAgreeing
 from gpu_vecenv.train.stopping import InterruptRequest
 
 STUCK_ENV = "GPU_VECENV_STOP_WAIT"
@@ -35,11 +36,6 @@ STUCK_ENV = "GPU_VECENV_STOP_WAIT"
 STUCK_AFTER_SIGNAL_S = 10.0
 SPIN_S = 2e-3
 POLL_S = 1e-4
-
-
-class RanksNotAgreeing(RuntimeError):
-    """After a stop request, the ranks' vote did not complete in time: another rank died
-    or hangs."""
 
 
 class StopAgreement:

@@ -1,10 +1,12 @@
-"""Start the ranks of a data-parallel run as plain processes, with a hard time limit.
+"""Start the ranks of a data-parallel run with a hard time limit.
 
-What ``torchrun --standalone`` sets up (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
-``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), without torchrun in between: a
-test sees each rank's own exit status and output, can signal one rank, and on a hang
-kills every rank (each leads a process session of its own, so whatever it started goes
-too) and fails with the ranks' last output instead of blocking the suite.
+:class:`Ranks` starts them as plain processes with what ``torchrun --standalone`` sets
+up (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
+``MASTER_PORT``), without torchrun in between: a test sees each rank's own exit status
+and output and can signal one rank. :func:`torchrun` starts ``torchrun --standalone``
+itself. Either way a hang kills every process of the launch (each rank leads a process
+session of its own, as torchrun's workers do, so they are found and killed one by one)
+and fails with their last output instead of blocking the suite.
 """
 
 from __future__ import annotations
@@ -80,12 +82,70 @@ class Ranks:
 
     def kill(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_tree(proc.pid)
             proc.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs (Linux's /proc; elsewhere none)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``, its session and every process it started."""
+    for target in [pid, *descendants(pid)]:
+        for kill in (lambda p: os.killpg(p, signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
+            try:
+                kill(target)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+class Finished:
+    """What :func:`torchrun` returns (as ``subprocess.CompletedProcess``)."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def torchrun(*args: str, timeout: float, processes: int = 2,
+             env: dict[str, str] | None = None) -> Finished:
+    """``torchrun --standalone --nproc-per-node processes args...``, its output captured;
+    past ``timeout`` seconds it and its workers are killed and an ``AssertionError``
+    shows their last output."""
+    run_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+               "GPU_VECENV_DIST_TIMEOUT": "60", **(env or {})}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        run_env.pop(name, None)
+    folder = Path(tempfile.mkdtemp(prefix="torchrun-"))
+    with open(folder / "out", "w") as out, open(folder / "err", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+             f"--nproc-per-node={processes}", *args], stdout=out, stderr=err, cwd=ROOT,
+            env=run_env, start_new_session=True)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        proc.wait()
+        raise AssertionError(
+            f"torchrun still running after {timeout:g} s (a hang); killed.\n--- stdout:\n"
+            f"{tail((folder / 'out').read_text())}\n--- stderr:\n"
+            f"{tail((folder / 'err').read_text())}") from None
+    return Finished(proc.returncode, (folder / "out").read_text(),
+                    (folder / "err").read_text())
 
 
 def wait_for(condition, timeout: float, what: str) -> None:

@@ -19,7 +19,7 @@ import yaml
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import distributed
-from gpu_vecenv.train.stopping import DUPLICATE_SIGTERM_S, InterruptRequest, Interrupted
+from gpu_vecenv.train.stopping import DUPLICATE_SIGTERM_S, Interrupted, InterruptRequest
 from tests.train.ranks import ROOT, Ranks, wait_for
 
 LIMIT_S = 120

@@ -93,20 +93,20 @@ def throughput(config: str, world_size: int, num_envs: int, iterations: int,
     return out
 
 
-def time_to_475(world_size: int, form: str, tmp: Path) -> dict:
+def time_to_475(world_size: int, form: str, seed: int, tmp: Path) -> dict:
     """``form``: ``per_gpu`` (16 envs on every rank) or ``global`` (16 envs in all)."""
-    run = tmp / f"ttt-{world_size}-{form}"
+    run = tmp / f"ttt-{world_size}-{form}-{seed}"
     size = ["--num-envs", "16"] if form == "per_gpu" else ["--global-num-envs", "16"]
-    wall, status = launch(world_size, ["cartpole_ppo", *size, "--set",
+    wall, status = launch(world_size, ["cartpole_ppo", *size, "--seed", str(seed), "--set",
                                        "trainer.log_interval=1"], run)
-    out = {"world_size": world_size, "form": form,
+    out = {"world_size": world_size, "form": form, "seed": seed,
            "num_envs_per_rank": 16 if form == "per_gpu" else 16 // world_size,
            "wall_seconds": wall, "status": status}
     if status == 0:
         last = rows_of(run)[-1]
         out.update(training_seconds=last["time"], env_steps=last["global_step"],
                    last_return=last.get("episode_return"),
-                   solved=last["global_step"] < 500_000)
+                   solved="solved: mean return" in (run.parent / f"{run.name}.log").read_text())
     return out
 
 
@@ -158,6 +158,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--tag-iterations", type=int, default=30,
                         help="tag_ppo iterations (100 games per rank; 0: no Tag)")
+    parser.add_argument("--parts", default="throughput,time_to_475",
+                        help="what to measure (comma-separated)")
+    parser.add_argument("--seeds", default="1", help="seeds of time_to_475 (e.g. 1,2,3)")
     parser.add_argument("--model", action="store_true", help="only the all-reduce model")
     parser.add_argument("--bus-gbps", type=float, default=400.0,
                         help="ASSUMED all-reduce bus bandwidth, GB/s (model only)")
@@ -185,6 +188,8 @@ def main() -> int:
             runs = [("cartpole_ppo", int(n), args.iterations) for n in args.num_envs.split(",")]
             if args.tag_iterations:
                 runs.append(("tag_ppo", 100, args.tag_iterations))
+            if "throughput" not in args.parts:
+                runs = []
             for config, num_envs, iterations in runs:
                 if 1 in world_sizes:
                     result["throughput"].append(
@@ -195,10 +200,11 @@ def main() -> int:
                         throughput(config, n, num_envs, iterations, True, tmp))
                     print(json.dumps(result["throughput"][-1]), flush=True)
             result["time_to_475"] = []
-            for n in world_sizes:
-                for form in ("per_gpu", "global") if n > 1 else ("per_gpu",):
-                    result["time_to_475"].append(time_to_475(n, form, tmp))
-                    print(json.dumps(result["time_to_475"][-1]), flush=True)
+            for seed in (int(x) for x in args.seeds.split(",") if "time_to_475" in args.parts):
+                for n in world_sizes:
+                    for form in ("per_gpu", "global") if n > 1 else ("per_gpu",):
+                        result["time_to_475"].append(time_to_475(n, form, seed, tmp))
+                        print(json.dumps(result["time_to_475"][-1]), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     return 0

@@ -148,7 +148,8 @@ def test_a_failing_rank_ends_the_job_with_its_error_printed_once(tmp_path):
     seconds = time.monotonic() - start
     output = done.stdout + done.stderr
     assert done.returncode != 0
-    assert output.count("RuntimeError: rank 1 fails on purpose") == 1, output[-3000:]
+    # gpu-vecenv train reports a RuntimeError in one line, as on one process
+    assert output.count("error: rank 1 fails on purpose") == 1, output[-3000:]
     assert "rank 0 stopped: another rank failed" in output, output[-3000:]
     assert "forcefully exiting via 9" not in output  # torchrun did not have to SIGKILL
     print(f"failing rank: the job ended {seconds:.1f} s after start")

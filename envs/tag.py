@@ -210,9 +210,9 @@ class TagParams:
 
 AGENT_FIELDS = (
     StateField("x"), StateField("y"), StateField("speed"), StateField("direction"),
-    StateField("acceleration"), StateField("in_game", torch.int32),
+    StateField("acceleration"), StateField("in_game", torch.int32, low=0, high=1),
 )
-GAME_FIELDS = (StateField("t", torch.int32),)
+GAME_FIELDS = (StateField("t", torch.int32, low=0),)
 
 
 def roles(params: TagParams) -> tuple[str, ...]:

@@ -108,7 +108,7 @@ class TagGridParams:
 
 
 AGENT_FIELDS = (StateField("x", torch.int32), StateField("y", torch.int32))
-GAME_FIELDS = (StateField("t", torch.int32),)
+GAME_FIELDS = (StateField("t", torch.int32, low=0),)
 
 
 def roles(params: TagGridParams) -> tuple[str, ...]:

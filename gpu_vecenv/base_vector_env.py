@@ -206,7 +206,7 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         reward, terminated, truncated, info)``; in SAME_STEP mode ``info`` holds
         ``final_obs``, ``_final_obs``, ``final_info`` and ``_final_info``."""
         # A small env's whole step() is ~10 us of host time: the common path below makes
-        # as few calls as it can (see "Where a 1-env step() goes" in docs/performance.md).
+        # as few calls as it can (scripts/bench_step_host.py measures each part of it).
         if self.closed:
             self._raise_if_closed()
         if not self._has_reset:

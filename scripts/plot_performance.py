@@ -100,10 +100,10 @@ def torch_backend(out: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DATA.parent, help="folder (default docs)")
-    out = parser.parse_args().out
+    out = parser.parse_args(argv).out
     out.mkdir(parents=True, exist_ok=True)
     for draw in (classic, capture, train, torch_backend):
         draw(out)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.gif import check_gif_writer, save_gif
+from gpu_vecenv.gif import check_env_draws, check_gif_writer, save_gif
 from gpu_vecenv.train.checkpoint import find_checkpoint, load_checkpoint
 from gpu_vecenv.train.config import Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict
@@ -97,6 +97,7 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
     t = config.trainer
     render = gif_path is not None
     if render:
+        check_env_draws(t.env)
         check_gif_writer()  # before the episodes, not after them
     env = make_vec(t.env, episodes, device=device, backend=t.backend,
                    autoreset_mode=AutoresetMode.SAME_STEP,

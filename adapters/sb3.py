@@ -75,7 +75,9 @@ class SB3VecEnv(VecEnv):
     ):
         if isinstance(env, str):
             from gpu_vecenv import make_vec
+            from gpu_vecenv.make_arguments import merge_vector_kwargs
 
+            make_kwargs = merge_vector_kwargs(env, make_kwargs)  # its autoreset_mode wins
             make_kwargs.setdefault("autoreset_mode", AutoresetMode.SAME_STEP)
             env = make_vec(env, 1 if num_envs is None else num_envs, **make_kwargs)
         elif num_envs is not None or make_kwargs:

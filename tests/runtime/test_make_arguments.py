@@ -76,6 +76,22 @@ def test_vector_kwargs_are_accepted(env_id):
     assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
 
 
+def test_the_adapters_default_mode_gives_way_to_vector_kwargs():
+    from gpu_vecenv.adapters.sb3 import SB3VecEnv
+
+    venv = SB3VecEnv("GPUCartPole-v1", 2, device="cpu",
+                     vector_kwargs={"autoreset_mode": AutoresetMode.NEXT_STEP})
+    assert venv.autoreset_mode == AutoresetMode.NEXT_STEP
+
+
+def test_gymnasium_make_vec_refuses_vector_kwargs_for_any_vector_entry_point():
+    """Gymnasium's own rule, before it calls our maker (its CartPole-v1 alike): the docs
+    send Gymnasium's callers to autoreset_mode=..., and this test tells if that changes."""
+    for env_id in ("CartPole-v1", "GPUCartPole-v1"):
+        with pytest.raises(gym.error.Error, match="vector_kwargs"):
+            gym.make_vec(env_id, 2, vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+
+
 def test_bad_vector_kwargs_are_clear_errors():
     with pytest.raises(TypeError, match=r"vector_kwargs \['shared_memory'\] are options of "
                                         r"Gymnasium's SyncVectorEnv"):

@@ -18,7 +18,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from gpu_vecenv import seeding
+from gpu_vecenv import gymnasium_wrapper_check, seeding
 from gpu_vecenv.action_sampling import ActionSampler
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
 from gpu_vecenv.buffers import CAPTURING, OutputRing, StepOutputs
@@ -334,3 +334,8 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         return (f"{self._repr_name or type(self).__name__}({self.definition.name}, "
                 f"{self._repr_sizes()}, device={self.device}, backend={self.backend_name}, "
                 f"autoreset_mode={self.autoreset_mode.name})")
+
+
+# Gymnasium's numpy vector wrappers (RecordEpisodeStatistics, ...) fail deep inside numpy
+# on our tensors, or hand back numpy arrays: they now say so, and name ours, when built.
+gymnasium_wrapper_check.install(BaseVectorEnv)

@@ -201,10 +201,14 @@ def main(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, config) -> int:
     import warnings
 
+    from gpu_vecenv.train.run_directory_errors import NoCheckpointYet, RunDirectoryInUse
     from gpu_vecenv.train.trainer import Trainer
 
     with warnings.catch_warnings(record=True) as caught:
-        trainer = Trainer(config, resume=bool(args.resume), overwrite=args.overwrite)
+        try:
+            trainer = Trainer(config, resume=bool(args.resume), overwrite=args.overwrite)
+        except (RunDirectoryInUse, NoCheckpointYet) as exc:  # said in Python terms
+            raise exc.for_command_line() from None
     with trainer:  # closed (its CUDA graphs released) before the process group is left
         return _train_and_report(args, trainer, caught)
 
@@ -253,9 +257,7 @@ def _train_and_report(args: argparse.Namespace, trainer, caught: list) -> int:
     if result.stopped == "stop_at_return":
         print(f"solved: {_reached(result.recent_returns, trainer.return_thresholds)} at step "
               f"{result.global_step:,} (of total_steps {t.total_steps:,}); stopping early")
-    rate = (result.global_step - (trainer.resumed_from or 0)) / max(result.seconds, 1e-9)
-    print(f"done: {result.global_step:,} env steps in {result.seconds:.1f} s "
-          f"({rate:,.0f} env-steps/s)")
+    print(_done_line(result, trainer.resumed_from))
     if result.metrics:
         last = result.metrics[-1]
         returns = {k: round(v, 2) for k, v in last.items() if k.endswith("episode_return")}
@@ -265,6 +267,17 @@ def _train_and_report(args: argparse.Namespace, trainer, caught: list) -> int:
         print(_format_evaluation(result.evaluation))
     print(f"checkpoint: {result.run_dir / 'checkpoints' / 'latest.pt'}")
     return 0
+
+
+def _done_line(result, resumed_from: int | None) -> str:
+    """The summary of this process's training: its own steps, time and rate (after a
+    resume, not the whole run's steps; the run's total follows)."""
+    steps = result.global_step - (resumed_from or 0)
+    rate = f"{steps / max(result.seconds, 1e-9):,.0f} env-steps/s"
+    if not resumed_from:
+        return f"done: {steps:,} env steps in {result.seconds:.1f} s ({rate})"
+    return (f"done: {steps:,} env steps this session, in {result.seconds:.1f} s ({rate}); the "
+            f"run is at step {result.global_step:,} (resumed at {resumed_from:,})")
 
 
 def _train_argv(args: argparse.Namespace) -> list[str]:

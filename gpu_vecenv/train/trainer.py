@@ -200,8 +200,8 @@ class Trainer:
         layout = f": {t.num_envs:,} games x {agents} agents" if agents > 1 else ""
         return (f"this config is sized for a GPU ({self.num_slots:,} vector slots{layout}, "
                 f"{self.batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
-                f"on the CPU: expect hours; for a CPU try --num-envs "
-                f"{max(1, 1024 // agents)} and fewer --total-steps")
+                f"on the CPU: expect hours; for a CPU try num_envs "
+                f"{max(1, 1024 // agents)} and fewer total_steps (--num-envs, --total-steps)")
 
     @property
     def finished(self) -> str | None:

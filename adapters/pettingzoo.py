@@ -16,6 +16,7 @@ by default. For thousands of games on a GPU use ``gpu_vecenv.parallel_env`` inst
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,10 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
     raise ImportError("gpu_vecenv.adapters.pettingzoo needs pettingzoo: "
                       "pip install 'gpu-vecenv[pettingzoo]'") from exc
 
+import torch
 from gymnasium.vector import AutoresetMode
+
+from gpu_vecenv.actions import ActionChecker
 
 
 class TagParallelEnv(ParallelEnv):
@@ -64,7 +68,11 @@ class TagParallelEnv(ParallelEnv):
                                            self._vec.single_action_space)
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
         self._roles = dict(zip(self.possible_agents, self._vec.roles, strict=True))
-        self._noop = np.zeros(self._vec.single_action_space.shape, dtype=np.int64)
+        self._agent_action = ActionChecker(self._vec.single_action_space, 1, self._vec.device,
+                                           batched=False)
+        """Checks one agent's action (the vector env checks its value)."""
+        self._noop = torch.zeros(self._agent_action.shape, dtype=self._agent_action.dtype,
+                                 device=self._vec.device)
 
     def observation_space(self, agent: str):
         return self.observation_spaces[agent]
@@ -82,15 +90,25 @@ class TagParallelEnv(ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         """Step the game; ``actions`` holds one action for every agent in ``agents``.
-        Returns dicts over the agents that were live at the start of the step."""
+        Returns dicts over the agents that were live at the start of the step.
+
+        Raises (before anything changes), naming the agent: ``TypeError`` for ``actions``
+        that are not a dict, or an action that is not numbers or of the wrong dtype;
+        ``ValueError`` for missing or unknown agents, a wrong shape, or an action out of
+        the space (:class:`~gpu_vecenv.actions.InvalidActionError`).
+        """
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict {{agent: action}} over env.agents, "
+                            f"got {type(actions).__name__}")
         live = list(self.agents)
         missing = [a for a in live if a not in actions]
         unknown = [a for a in actions if a not in self._index]
         if missing or unknown:
             raise ValueError(f"need one action for each agent in env.agents; missing "
                              f"{missing}, unknown {unknown}")
-        batch = np.stack([np.asarray(actions[a]) if a in live else self._noop
-                          for a in self.possible_agents])
+        check = self._agent_action.convert
+        batch = torch.stack([check(actions[a], name=f"actions[{a!r}]") if a in live
+                             else self._noop for a in self.possible_agents])
         obs, reward, terminated, truncated, _ = self._vec.step(batch)
         obs, reward = obs.cpu().numpy(), reward.cpu().numpy()
         terminated, truncated = terminated.cpu().numpy(), truncated.cpu().numpy()

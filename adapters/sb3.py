@@ -60,7 +60,8 @@ class SB3VecEnv(VecEnv):
             says otherwise), or an already made vector env (or a wrapper of one, e.g.
             :mod:`gpu_vecenv.wrappers`) in any autoreset mode.
         num_envs: passed to ``make_vec`` when ``env`` is an id: the number of envs, or of
-            games for Tag (whose vector has ``games * agents`` slots).
+            games for Tag (whose vector has ``games * agents`` slots; ``num_games=G`` in
+            ``make_kwargs`` says the same).
         **make_kwargs: passed to ``gpu_vecenv.make_vec`` (``device``, ``backend``,
             ``max_episode_steps``, env params, ...).
 
@@ -74,7 +75,9 @@ class SB3VecEnv(VecEnv):
     ):
         if isinstance(env, str):
             from gpu_vecenv import make_vec
+            from gpu_vecenv.make_arguments import merge_vector_kwargs
 
+            make_kwargs = merge_vector_kwargs(env, make_kwargs)  # its autoreset_mode wins
             make_kwargs.setdefault("autoreset_mode", AutoresetMode.SAME_STEP)
             env = make_vec(env, 1 if num_envs is None else num_envs, **make_kwargs)
         elif num_envs is not None or make_kwargs:

@@ -144,7 +144,9 @@ def _make_or_check(env: Any, num_envs: int | None, make_kwargs: dict[str, Any]):
     """Make ``env`` (an id) in DISABLED autoreset mode, or check a made one is."""
     if isinstance(env, str):
         from gpu_vecenv import make_vec
+        from gpu_vecenv.make_arguments import merge_vector_kwargs
 
+        make_kwargs = merge_vector_kwargs(env, make_kwargs)  # its autoreset_mode counts
         mode = make_kwargs.setdefault("autoreset_mode", AutoresetMode.DISABLED)
         if parse_autoreset_mode(mode) != AutoresetMode.DISABLED:
             raise ValueError("the TorchRL adapter needs autoreset_mode=DISABLED "

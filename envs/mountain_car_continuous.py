@@ -8,8 +8,8 @@ and a penalty on the force used.
 ## Action Space
 ``Box(-1, 1, (1,))`` float32: the directional force, multiplied by ``power``. Values
 outside ``[min_action, max_action]`` are clipped inside the step, as in Gymnasium
-(the reward's penalty uses the unclipped value, as Gymnasium's does); NaN and ±inf
-are rejected by the runtime.
+(the reward's penalty uses the unclipped value, as Gymnasium's does; in float32 it is
+-inf beyond about 1.8e19); NaN and ±inf are rejected by the runtime.
 
 ## Observation Space
 ``Box(2,)`` float32: the car's position in ``[-1.2, 0.6]`` and velocity in

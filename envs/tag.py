@@ -51,7 +51,8 @@ A tagged runner leaves its game (terminated for its slot) and waits for the game
 ## Arguments
 The fields of :class:`TagParams`, or ``preset="warpdrive_training"`` (WarpDrive's training
 configuration) with overrides, as keyword arguments of
-``gymnasium.make_vec("GPUTag-v0", num_envs=num_games, **params)``.
+``gymnasium.make_vec("GPUTag-v0", num_games=G, **params)`` (``num_envs=G`` counts games
+too, with a warning: ``env.num_envs`` is ``G`` times the agents).
 
 ## Version History
 - v0: WarpDrive's rules; fresh starts per episode, race-free tags, own-role feature.
@@ -224,9 +225,9 @@ class TagParams:
 
 AGENT_FIELDS = (
     StateField("x"), StateField("y"), StateField("speed"), StateField("direction"),
-    StateField("acceleration"), StateField("in_game", torch.int32),
+    StateField("acceleration"), StateField("in_game", torch.int32, low=0, high=1),
 )
-GAME_FIELDS = (StateField("t", torch.int32),)
+GAME_FIELDS = (StateField("t", torch.int32, low=0),)
 
 
 def roles(params: TagParams) -> tuple[str, ...]:
@@ -756,7 +757,7 @@ DEFINITION = MultiAgentDefinition(
 
 
 class TagVectorEnv(MultiAgentVectorEnv):
-    """``gymnasium.make_vec("GPUTag-v0", num_envs=G)``: ``G`` games, one slot per agent
+    """``gymnasium.make_vec("GPUTag-v0", num_games=G)``: ``G`` games, one slot per agent
     (``env.num_envs == G * num_agents``). See :class:`MultiAgentVectorEnv` for kwargs."""
 
     def __init__(self, num_envs: int = 1, **kwargs):

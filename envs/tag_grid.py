@@ -31,7 +31,8 @@ Terminated on a tag; truncated at ``t == episode_length``.
 
 ## Arguments
 The fields of :class:`TagGridParams`, or ``preset="warpdrive_training"``, as keyword
-arguments of ``gymnasium.make_vec("GPUTagGrid-v0", num_envs=num_games, **params)``.
+arguments of ``gymnasium.make_vec("GPUTagGrid-v0", num_games=G, **params)`` (``num_envs=G``
+counts games too, with a warning: ``env.num_envs`` is ``G`` times the agents).
 
 ## Version History
 - v0: WarpDrive's rules, plus optional random starts.
@@ -108,7 +109,7 @@ class TagGridParams:
 
 
 AGENT_FIELDS = (StateField("x", torch.int32), StateField("y", torch.int32))
-GAME_FIELDS = (StateField("t", torch.int32),)
+GAME_FIELDS = (StateField("t", torch.int32, low=0),)
 
 
 def roles(params: TagGridParams) -> tuple[str, ...]:
@@ -279,7 +280,7 @@ DEFINITION = MultiAgentDefinition(
 
 
 class TagGridVectorEnv(MultiAgentVectorEnv):
-    """``gymnasium.make_vec("GPUTagGrid-v0", num_envs=G)``: ``G`` games, one slot per agent
+    """``gymnasium.make_vec("GPUTagGrid-v0", num_games=G)``: ``G`` games, one slot per agent
     (``env.num_envs == G * num_agents``). See :class:`MultiAgentVectorEnv` for kwargs."""
 
     def __init__(self, num_envs: int = 1, **kwargs):

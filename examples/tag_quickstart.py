@@ -29,8 +29,8 @@ def main() -> None:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
 
-    # Gymnasium: num_envs games; every agent is one slot (slot = game * agents + agent).
-    env = gymnasium.make_vec("GPUTag-v0", num_envs=args.games, device=args.device,
+    # Gymnasium: G games; every agent is one slot (slot = game * agents + agent).
+    env = gymnasium.make_vec("GPUTag-v0", num_games=args.games, device=args.device,
                              preset="warpdrive_training", autoreset_mode="same_step")
     obs, info = env.reset(seed=0)
     print(f"{env.num_games} games x {env.num_agents} agents = {env.num_envs} slots, "

@@ -3,15 +3,19 @@
 Two layers:
 
 - :meth:`ActionChecker.convert` runs on the host and looks only at metadata (type,
-  shape, dtype, device), so it never synchronizes with the GPU. It raises
-  :class:`InvalidActionError` at once for a wrong shape or dtype.
+  shape, dtype, device), so it never synchronizes with the GPU. It raises at once, naming
+  the argument and what it takes: :class:`InvalidActionTypeError` (also a ``TypeError``)
+  for what is not numbers or has a dtype the space does not take,
+  :class:`InvalidActionError` (a ``ValueError``) for a wrong shape, a ragged sequence or
+  a device the env cannot read. A tensor that requires grad is used detached.
 - :meth:`ActionChecker.valid_mask` computes, on the device, which envs received an
   in-range (Discrete/MultiDiscrete) or finite (Box) action. Backends step only those
   envs; the others are left exactly as they were. The env reports them either at once
   (strict mode, one sync per step) or as soon as the flag reaches the host (deferred).
 
 Out-of-range values inside a Box are clipped by the env's own step, as Gymnasium's
-Pendulum and MountainCarContinuous do; NaN and ±inf are invalid.
+Pendulum and MountainCarContinuous do (float64 values beyond float32's range included);
+NaN and ±inf are invalid.
 """
 
 from __future__ import annotations
@@ -19,16 +23,29 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
+
+from gpu_vecenv.input_tensors import check_device, readable_on, to_tensor
 
 
 class InvalidActionError(ValueError):
-    """An action that the env cannot take: wrong shape, dtype, device or value."""
+    """An action that the env cannot take: wrong shape, device or value (a
+    ``ValueError``); :class:`InvalidActionTypeError` for a wrong type or dtype."""
+
+
+class InvalidActionTypeError(InvalidActionError, TypeError):
+    """Actions of the wrong type or dtype (``None``, strings, floats for a ``Discrete``
+    space, ...): both an :class:`InvalidActionError` and a ``TypeError``, as numpy's
+    ``AxisError`` is both a ``ValueError`` and an ``IndexError``."""
 
 
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+def _dtype_names(dtypes: tuple[torch.dtype, ...]) -> str:
+    return "/".join(str(d).removeprefix("torch.") for d in dtypes)
 
 
 class ActionChecker:
@@ -39,75 +56,84 @@ class ActionChecker:
     - ``Discrete``: ``(n,)`` int64;
     - ``MultiDiscrete([k1, ..., kd])``: ``(n, d)`` int64;
     - ``Box(shape)``: ``(n, *shape)`` float32.
+
+    With ``batched=False`` it checks one action of the space instead (shape
+    ``space.shape``, e.g. one agent's action in a PettingZoo dict; ``num_envs`` must be 1).
     """
 
-    def __init__(self, single_action_space: gym.Space, num_envs: int, device: torch.device):
+    def __init__(self, single_action_space: gym.Space, num_envs: int, device: torch.device,
+                 batched: bool = True):
         self.space = single_action_space
         self.num_envs = num_envs
         self.device = device
+        batch = (num_envs,) if batched else ()
         if isinstance(single_action_space, gym.spaces.Discrete):
             self.kind = "discrete"
-            self.shape: tuple[int, ...] = (num_envs,)
+            self.shape: tuple[int, ...] = batch
             self.dtype = torch.int64
             self._low = int(single_action_space.start)
             self._high = int(single_action_space.start + single_action_space.n)  # exclusive
         elif isinstance(single_action_space, gym.spaces.MultiDiscrete):
             self.kind = "multidiscrete"
-            self.shape = (num_envs, *single_action_space.shape)
+            self.shape = (*batch, *single_action_space.shape)
             self.dtype = torch.int64
             self._low_t = torch.as_tensor(single_action_space.start, device=device)
             self._high_t = self._low_t + torch.as_tensor(single_action_space.nvec, device=device)
         elif isinstance(single_action_space, gym.spaces.Box):
             self.kind = "box"
-            self.shape = (num_envs, *single_action_space.shape)
+            self.shape = (*batch, *single_action_space.shape)
             self.dtype = torch.float32
         else:
             raise TypeError(f"unsupported action space {single_action_space}")
+        self._accepted = _FLOAT_DTYPES if self.kind == "box" else _INT_DTYPES
 
     def expected(self) -> str:
         kinds = {"discrete": "an integer", "multidiscrete": "an integer", "box": "a floating"}
-        return f"{kinds[self.kind]} tensor or array of shape {self.shape} for {self.space}"
+        return (f"{kinds[self.kind]} ({_dtype_names(self._accepted)}) tensor or array of "
+                f"shape {self.shape} for {self.space}, {readable_on(self.device)}")
 
-    def convert(self, actions: Any) -> torch.Tensor:
-        """To the canonical tensor on the env's device (no copy if already canonical)."""
+    def convert(self, actions: Any, name: str = "actions") -> torch.Tensor:
+        """To the canonical tensor on the env's device (no copy if already canonical).
+
+        Looks at metadata only (type, shape, dtype, device), never at values on a GPU;
+        ``name`` is how messages refer to ``actions``. A tensor that requires grad is
+        used detached. Finite float64 values beyond float32's range become its largest
+        finite value (the env's step clips them to the space, as for any other value
+        outside it) rather than inf.
+
+        Raises:
+            InvalidActionTypeError: not numbers, or a dtype the space does not take.
+            InvalidActionError: the wrong shape, a ragged sequence, or a device the env
+                cannot read (``meta``, another GPU).
+        """
         # The common case first, on metadata alone: a plain tensor that is already
         # canonical is returned as is (what ``tensor.to`` below would return, without its
         # dispatch: a few microseconds of a small env's step() on a GPU).
         if (type(actions) is torch.Tensor and actions.dtype is self.dtype
-                and actions.shape == self.shape and actions.device == self.device):
+                and actions.shape == self.shape and actions.device == self.device
+                and not actions.requires_grad and actions.layout is torch.strided):
             return actions
-        if isinstance(actions, torch.Tensor):
-            tensor = actions
-        else:
-            array = np.asarray(actions)
-            if array.dtype.kind not in "biuf":
-                raise InvalidActionError(
-                    f"actions have dtype {array.dtype}; expected {self.expected()}"
-                )
-            if array.dtype.kind == "u" and array.dtype.itemsize >= 4:
-                array = array.astype(np.int64)  # torch lacks uint32/uint64 arithmetic
-            tensor = torch.from_numpy(np.ascontiguousarray(array))
+        try:
+            tensor = to_tensor(actions, name)
+        except TypeError as exc:
+            raise InvalidActionTypeError(f"{exc}; expected {self.expected()}") from None
+        except ValueError as exc:
+            raise InvalidActionError(f"{exc}; expected {self.expected()}") from None
         if tuple(tensor.shape) != self.shape:
-            raise InvalidActionError(
-                f"actions have shape {tuple(tensor.shape)}; expected {self.expected()}"
-            )
-        if self.kind == "box":
-            if tensor.dtype not in _FLOAT_DTYPES:
-                raise InvalidActionError(
-                    f"actions have dtype {tensor.dtype}; expected {self.expected()}"
-                )
-        elif tensor.dtype not in _INT_DTYPES:
-            raise InvalidActionError(
-                f"actions have dtype {tensor.dtype}; expected {self.expected()}"
-            )
-        if (
-            tensor.device.type == "cuda"
-            and self.device.type == "cuda"
-            and tensor.device != self.device
-        ):
-            raise InvalidActionError(
-                f"actions are on {tensor.device} but the env runs on {self.device}"
-            )
+            raise InvalidActionError(f"{name} must be {self.expected()}, got shape "
+                                     f"{tuple(tensor.shape)}")
+        if tensor.dtype not in self._accepted:
+            raise InvalidActionTypeError(f"{name} must be {self.expected()}, got dtype "
+                                         f"{tensor.dtype}")
+        try:
+            check_device(tensor, self.device, name)
+        except ValueError as exc:
+            raise InvalidActionError(str(exc)) from None
+        if tensor.dtype == torch.float64:
+            # Casting would turn finite values beyond float32's range into inf, which the
+            # env refuses; NaN and inf stay what they are (and are refused).
+            tensor = torch.where(torch.isinf(tensor), tensor,
+                                 tensor.clamp(-_FLOAT32_MAX, _FLOAT32_MAX))
         return tensor.to(device=self.device, dtype=self.dtype)
 
     def valid_mask(self, action: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from gpu_vecenv import seeding
+from gpu_vecenv import gymnasium_wrapper_check, seeding
 from gpu_vecenv.action_sampling import ActionSampler
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
 from gpu_vecenv.buffers import CAPTURING, OutputRing, StepOutputs
@@ -206,7 +206,7 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         reward, terminated, truncated, info)``; in SAME_STEP mode ``info`` holds
         ``final_obs``, ``_final_obs``, ``final_info`` and ``_final_info``."""
         # A small env's whole step() is ~10 us of host time: the common path below makes
-        # as few calls as it can (see "Where a 1-env step() goes" in docs/performance.md).
+        # as few calls as it can (scripts/bench_step_host.py measures each part of it).
         if self.closed:
             self._raise_if_closed()
         if not self._has_reset:
@@ -334,3 +334,8 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         return (f"{self._repr_name or type(self).__name__}({self.definition.name}, "
                 f"{self._repr_sizes()}, device={self.device}, backend={self.backend_name}, "
                 f"autoreset_mode={self.autoreset_mode.name})")
+
+
+# Gymnasium's numpy vector wrappers (RecordEpisodeStatistics, ...) fail deep inside numpy
+# on our tensors, or hand back numpy arrays: they now say so, and name ours, when built.
+gymnasium_wrapper_check.install(BaseVectorEnv)

@@ -10,18 +10,22 @@ device copy bandwidth measured on the spot. ``--vs gymnasium`` adds Gymnasium's 
 vector env (``CartPoleVectorEnv`` for CartPole, ``SyncVectorEnv`` otherwise) on the CPU.
 ``--vs gymnax`` (where JAX and gymnax import) times gymnax's ``jit(lax.scan(vmap(step)))``
 of the same env and sizes in the same process (``--gymnax-steps`` steps per compiled call,
-random actions drawn inside the scan; :mod:`gpu_vecenv.gymnax_peer`), keeping only the
-env state or also the trajectory, and prints our ``step()`` loop's rate over each.
+random actions drawn inside the scan; ``benchmarks/gymnax_peer.py`` of a source checkout),
+keeping only the env state or also the trajectory, and prints our ``step()`` loop's rate over
+each.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import statistics
 import sys
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 GPU_SIZES = (1, 1024, 16_384, 262_144, 1_048_576, 4_194_304)
@@ -216,13 +220,46 @@ def bench_gymnasium(env_id: str, n: int, args) -> dict[str, Any] | None:
             "gpu_bytes_per_env": None, "numpy": np.__version__}
 
 
+PEERS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+"""Where a source checkout keeps the code that times other libraries beside ours (gymnax,
+WarpDrive): benchmark tools, not part of the installed package."""
+
+
+def load_peer(name: str) -> ModuleType | None:
+    """``benchmarks/<name>.py`` of the source checkout this package runs from (an editable
+    install), as the module ``benchmarks.<name>``; None where there is none (a wheel).
+
+    Loaded from its file, so the checkout is not put on ``sys.path`` (where its folders
+    would shadow another tree's ``gpu_vecenv`` in before/after comparisons)."""
+    module_name = f"benchmarks.{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    path = PEERS_DIR / f"{name}.py"
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # as an import does, before running it
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
 def bench_vs_gymnax(env_id: str, sizes, ours: list[dict[str, Any]], args
                     ) -> list[dict[str, Any]]:
     """gymnax's scan of ``env_id`` at ``sizes``, each printed with the ratio of our
     ``step()`` loop (the records in ``ours`` of this env, per backend) over it."""
-    from gpu_vecenv.gymnax_peer import GYMNAX_IDS, gymnax_problem, time_rollout
-
-    problem = gymnax_problem() if env_id in GYMNAX_IDS else f"gymnax has no {env_id}"
+    gymnax_peer = load_peer("gymnax_peer")
+    if gymnax_peer is None:
+        problem = (f"its timing code ({PEERS_DIR / 'gymnax_peer.py'}) comes with a source "
+                   "checkout of gpu_vecenv, not with an installed package")
+    elif env_id not in gymnax_peer.GYMNAX_IDS:
+        problem = f"gymnax has no {env_id}"
+    else:
+        problem = gymnax_peer.gymnax_problem()
     if problem:
         print(f"{env_id}: gymnax not timed: {problem}")
         return []
@@ -233,8 +270,8 @@ def bench_vs_gymnax(env_id: str, sizes, ours: list[dict[str, Any]], args
         # step() writes)
         for trajectory in (False, True):
             try:
-                peer = time_rollout(env_id, n, args.gymnax_steps, TARGET_SECONDS,
-                                    args.repeats, trajectory)
+                peer = gymnax_peer.time_rollout(env_id, n, args.gymnax_steps,
+                                                TARGET_SECONDS, args.repeats, trajectory)
             except Exception as exc:  # noqa: BLE001 (JAX's own errors: out of memory, ...)
                 print(f"{env_id} gymnax {n}: failed: {str(exc).splitlines()[0]}")
                 continue

@@ -42,11 +42,21 @@ def _list_main(args: argparse.Namespace) -> int:
         env = make_vec(entry.id, 1, device="cpu", backend="torch")
         print(f"{entry.id:30s} obs {env.single_observation_space}  "
               f"action {env.single_action_space}  "
-              f"max_episode_steps {entry.max_episode_steps}")
+              f"max_episode_steps {_time_limit(env)}")
         if args.verbose and entry.summary:
             print(f"{'':30s} {entry.summary}")
         env.close()
     return 0
+
+
+def _time_limit(env) -> int | None:
+    """The env's time limit: ``max_episode_steps`` (single-agent), or the params'
+    ``episode_length`` (multi-agent: its games are truncated there; make_vec takes it as
+    ``max_episode_steps`` too). Gymnasium's spec of a multi-agent id holds ``None``, so
+    that it does not pass the limit twice."""
+    if hasattr(env, "max_episode_steps"):
+        return env.max_episode_steps
+    return getattr(env.params, "episode_length", None)
 
 
 def _configs_main(args: argparse.Namespace) -> int:

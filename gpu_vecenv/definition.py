@@ -34,10 +34,18 @@ State = dict[str, torch.Tensor]
 
 @dataclass(frozen=True)
 class StateField:
-    """One per-env state variable: its name and dtype (each is a ``(num_envs,)`` tensor)."""
+    """One per-env state variable: its name and dtype (each is a ``(num_envs,)`` tensor).
+
+    ``set_state`` refuses values a step could not have produced: NaN or inf in a float
+    field, and in an int field values outside its dtype or outside ``[low, high]``.
+    """
 
     name: str
     dtype: torch.dtype = torch.float32
+    low: int | None = None
+    """The smallest value ``set_state`` accepts in an int field (``None``: the dtype's)."""
+    high: int | None = None
+    """The largest value ``set_state`` accepts in an int field (``None``: the dtype's)."""
 
 
 @dataclass(frozen=True)

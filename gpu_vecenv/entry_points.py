@@ -18,6 +18,11 @@ from functools import partial
 from typing import Any
 
 from gpu_vecenv.env_ids import ENVS, SHIPPED_IDS, EnvEntry, get_entry, load_definition
+from gpu_vecenv.make_arguments import (
+    count_of_games,
+    merge_vector_kwargs,
+    warn_if_num_envs_counts_games,
+)
 
 
 def register_envs() -> None:
@@ -74,14 +79,18 @@ def vector_env_class(definition: Any) -> type:
 
 
 def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any):
-    """Make the vector env of ``env_id`` (what ``gymnasium.make_vec`` calls).
+    """Make the vector env of ``env_id``.
 
-    ``num_envs``: envs, or games of a multi-agent env. ``kwargs``: as for
-    :class:`~gpu_vecenv.vector_env.GpuVectorEnv` (single-agent) or
-    :class:`~gpu_vecenv.multi_agent.MultiAgentVectorEnv`; the id's registered ``kwargs``
-    fill in what is not given."""
+    ``num_envs``: envs, or games of a multi-agent env (whose ``env.num_envs`` is then
+    ``games * agents`` slots); ``num_games=G`` is the same for a multi-agent env, said
+    plainly. ``kwargs``: as for :class:`~gpu_vecenv.vector_env.GpuVectorEnv`
+    (single-agent) or :class:`~gpu_vecenv.multi_agent.MultiAgentVectorEnv`, plus
+    Gymnasium's ``vector_kwargs={"autoreset_mode": ..., "copy": ...}``; the id's
+    registered ``kwargs`` fill in what is not given (see :mod:`gpu_vecenv.make_arguments`)."""
     entry = get_entry(env_id)
-    kwargs = {**entry.kwargs, **kwargs}
+    kwargs = merge_vector_kwargs(env_id, {**entry.kwargs, **kwargs})
+    num_envs = count_of_games(env_id, num_envs, kwargs,
+                              is_single_agent(load_definition(env_id)))
     if entry.definition is None:
         import importlib
 
@@ -104,10 +113,19 @@ def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any):
     return env
 
 
+def make_vec_for_gymnasium(env_id: str, num_envs: int = 1, **kwargs: Any):
+    """What ``gymnasium.make_vec`` calls: :func:`make_vec`, warning when ``num_envs``
+    counts the games of a multi-agent env (Gymnasium's callers expect ``env.num_envs ==
+    num_envs``)."""
+    env = make_vec(env_id, num_envs, **kwargs)
+    warn_if_num_envs_counts_games(env_id, num_envs, kwargs, env)
+    return env
+
+
 def multi_agent_message(env_id: str) -> str:
     """What to use instead of ``gymnasium.make`` for a multi-agent id."""
     return (f"{env_id} is a multi-agent env (several agents per game); gymnasium.make "
-            f"builds a single-agent Env. Use gymnasium.make_vec({env_id!r}, num_envs=G) "
+            f"builds a single-agent Env. Use gymnasium.make_vec({env_id!r}, num_games=G) "
             f"(one vector slot per agent), gpu_vecenv.parallel_env({env_id!r}, num_games=G) "
             f"(a batched PettingZoo ParallelEnv of tensors), or "
             f"gpu_vecenv.adapters.pettingzoo.parallel_env({env_id!r}) (one game, numpy).")
@@ -168,12 +186,13 @@ def make_vec_params(env_id: str) -> Any:
 
 
 def __getattr__(name: str):
-    for prefix, maker in (("vector_", make_vec), ("single_", make_single)):
+    for prefix, maker in (("vector_", make_vec_for_gymnasium), ("single_", make_single)):
         if name.startswith(prefix) and name[len(prefix):] in ENVS:
             return partial(maker, name[len(prefix):])
     raise AttributeError(f"module 'gpu_vecenv.entry_points' has no attribute {name!r}")
 
 
-__all__ = ["is_single_agent", "make_kwargs_of", "make_single", "make_vec", "make_vec_params",
+__all__ = ["is_single_agent", "make_kwargs_of", "make_single", "make_vec",
+           "make_vec_for_gymnasium", "make_vec_params",
            "multi_agent_message", "register_envs", "register_with_gymnasium",
            "vector_env_class"]

@@ -7,12 +7,14 @@ to Gymnasium's ``TimeLimit`` wrapper, which ``gymnasium.make`` adds from the reg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from gpu_vecenv.actions import ActionChecker
 from gpu_vecenv.definition import EnvDefinition
 from gpu_vecenv.env_ids import load_definition
 
@@ -49,6 +51,8 @@ class SingleEnvView(gym.Env):
         self.metadata = {"render_modes": self._vec.metadata["render_modes"],
                          "render_fps": definition.render_fps}
         self.params = self._vec.params
+        self._action = ActionChecker(self.action_space, 1, self._vec.device, batched=False)
+        """Checks ``step()``'s one action (the vector env checks its value)."""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -56,7 +60,9 @@ class SingleEnvView(gym.Env):
         return obs[0].cpu().numpy(), {}
 
     def step(self, action: Any):
-        batched = np.asarray(action)[None]
+        """One step; ``action`` is one action of ``action_space`` (numpy, a tensor or a
+        Python number). A bad one raises before anything changes, as for the vector env."""
+        batched = self._action.convert(action, name="action")[None]
         obs, reward, terminated, truncated, _ = self._vec.step(batched)
         return (obs[0].cpu().numpy(), float(reward[0]), bool(terminated[0]),
                 bool(truncated[0]), {})
@@ -73,7 +79,10 @@ class SingleEnvView(gym.Env):
         return {k: v[0].item() for k, v in self._vec.get_state().items()}
 
     def set_state(self, state: dict[str, Any]) -> np.ndarray:
-        """Overwrite state fields (scalars); returns the new observation."""
+        """Overwrite state fields (scalars; validated as by ``GpuVectorEnv.set_state``);
+        returns the new observation."""
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a dict {{key: number}}, got {type(state).__name__}")
         obs = self._vec.set_state({k: np.asarray([v]) for k, v in state.items()})
         return obs[0].cpu().numpy()
 

@@ -26,7 +26,7 @@ from gpu_vecenv.base_vector_env import BaseVectorEnv, check_count, parse_autores
 from gpu_vecenv.buffers import EnvBuffers
 from gpu_vecenv.definition import EnvDefinition
 from gpu_vecenv.pickling import params_fields
-from gpu_vecenv.reset_and_state import reset_mask_option, write_state
+from gpu_vecenv.reset_and_state import reset_mask_option, state_bounds, write_state
 
 __all__ = ["GpuVectorEnv", "parse_autoreset_mode"]
 
@@ -144,7 +144,7 @@ class GpuVectorEnv(BaseVectorEnv):
 
     def _parse_reset_mask(self, options: dict[str, Any] | None) -> torch.Tensor | None:
         """The ``(num_envs,)`` bool mask of ``options["reset_mask"]`` (``None``: all)."""
-        mask = reset_mask_option(options)
+        mask = reset_mask_option(options, self.device)
         if mask is None:
             return None
         if tuple(mask.shape) != (self.num_envs,):
@@ -185,15 +185,25 @@ class GpuVectorEnv(BaseVectorEnv):
     def set_state(self, state: dict[str, Any]) -> torch.Tensor:
         """Overwrite any subset of the keys of :meth:`get_state` (each ``(num_envs,)``).
 
-        Validates every key, shape and dtype before writing anything. Returns the
-        observations of the new state, ``(num_envs, obs_dim)``.
+        Validates every key, type, shape, dtype, device and value before writing
+        anything (see :func:`~gpu_vecenv.reset_and_state.write_state`: floats finite,
+        ints within their dtype, ``elapsed_steps`` and ``rng_counter`` >= 0; one host
+        sync on a GPU). Returns the observations of the new state, ``(num_envs,
+        obs_dim)``.
+
+        Raises:
+            TypeError: ``state`` is not a dict, or a value has the wrong type or dtype.
+            KeyError: an unknown key.
+            ValueError: a wrong shape or device, or a value out of range or not finite.
         """
         self._raise_if_closed()
         b = self.buffers
         targets = dict(b.state)
         targets.update(elapsed_steps=b.elapsed, rng_counter=b.rng_counter, rng_seed=b.seed,
                        autoreset_pending=b.autoreset_pending)
-        if write_state(targets, state, self.device):
+        bounds = state_bounds(self.definition.state_fields)
+        bounds.update(elapsed_steps=(0, None), rng_counter=(0, None))
+        if write_state(targets, state, self.device, bounds):
             self._has_reset = True
             self._seeded = True
         obs = self._fresh_outputs().obs

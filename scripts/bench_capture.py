@@ -36,9 +36,10 @@ from typing import Any
 import torch
 
 import gpu_vecenv
-from gpu_vecenv.bench import machine_info
+from gpu_vecenv.bench import load_peer, machine_info
 from gpu_vecenv.captured_rollout import WARMUP_CALLS
-from gpu_vecenv.gymnax_peer import gymnax_problem, measure, time_rollout
+
+gymnax_peer = load_peer("gymnax_peer")  # benchmarks/: times gymnax, and ours the same way
 
 SIZES = (1, 16, 1024, 16_384, 1_048_576)
 TARGETS = {1: 1.5}
@@ -70,7 +71,7 @@ def bench_ours(n: int, args, device: torch.device, capture: bool = True,
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    record = measure(lambda: rollout(next_obs), sync, args.seconds, args.repeats)
+    record = gymnax_peer.measure(lambda: rollout(next_obs), sync, args.seconds, args.repeats)
     rollout.check_errors()
     name = "gpu_vecenv-captured" if rollout.captured else "gpu_vecenv-eager"
     if policy != "randint":
@@ -88,7 +89,8 @@ def free_gpu_memory(device: torch.device) -> None:
 
 def bench_gymnax(n: int, args, trajectory: bool) -> dict[str, Any]:
     """gymnax's CartPole-v1: ``num_steps`` vmapped steps of ``n`` envs as one jitted scan."""
-    return time_rollout("GPUCartPole-v1", n, args.num_steps, args.seconds, args.repeats,
+    return gymnax_peer.time_rollout("GPUCartPole-v1", n, args.num_steps, args.seconds,
+                                    args.repeats,
                         trajectory)
 
 
@@ -122,7 +124,7 @@ def main() -> int:
     device = gpu_vecenv.devices.resolve_device(args.device)
     skipped = None
     if args.vs == "gymnax":
-        skipped = gymnax_problem()
+        skipped = gymnax_peer.gymnax_problem()
         if skipped:
             print(f"gymnax not timed: {skipped}", flush=True)
     print(f"CartPole, T = {args.num_steps} steps per call, on {device}", flush=True)

@@ -14,7 +14,7 @@ replay of ``--steps`` steps (:func:`gpu_vecenv.capture_rollout`, a trajectory re
 ``sampled`` runs the captured loop with ``env.sample_actions()`` as the policy;
 ``both`` times pool and per-step, ``all`` the four. ``--vs warpdrive`` (where rl-warp-drive 2.7.1,
 its gym and PyCUDA import) then times WarpDrive's TagContinuous on the same continuous cases,
-in this process (:mod:`gpu_vecenv.warpdrive_peer`): its CUDASampler drawing the actions and
+in this process (``benchmarks/warpdrive_peer.py``): its CUDASampler drawing the actions and
 its step kernel, as its trainer runs them, and its step kernel alone; it prints our rate over
 each, and ``--plot`` draws those ratios.
 
@@ -220,15 +220,12 @@ def plot_ratios(ratios: list[dict], path: str) -> None:
 
 def time_warpdrive(cases, steps: int, repeats: int) -> list[dict]:
     """WarpDrive on the continuous cases it can run (one block a game), one record each."""
+    from gpu_vecenv.bench import load_peer
     from gpu_vecenv.envs.tag import TagParams
-    from gpu_vecenv.warpdrive_peer import (
-        MAX_THREADS_PER_BLOCK,
-        curand_heap_bytes,
-        time_tag,
-        warpdrive_problem,
-    )
 
-    problem = warpdrive_problem()
+    peer = load_peer("warpdrive_peer")
+    problem = ("its timing code, benchmarks/warpdrive_peer.py, comes with a source checkout"
+               if peer is None else peer.warpdrive_problem())
     if problem:
         print(f"WarpDrive not timed: {problem}")
         return []
@@ -237,16 +234,16 @@ def time_warpdrive(cases, steps: int, repeats: int) -> list[dict]:
         agents = params.get("num_taggers", 0) + params.get("num_runners", 0)
         if cls is not TagVectorEnv:
             continue
-        if agents > MAX_THREADS_PER_BLOCK:
-            print(f"{label}: WarpDrive not timed (more than {MAX_THREADS_PER_BLOCK} agents a "
-                  "game needs its multi-block mode)")
+        if agents > peer.MAX_THREADS_PER_BLOCK:
+            print(f"{label}: WarpDrive not timed (more than {peer.MAX_THREADS_PER_BLOCK} "
+                  "agents a game needs its multi-block mode)")
             continue
         runnable.append((label, games, TagParams.warpdrive_training(**tag_params(params))))
-    heap = curand_heap_bytes(sum(games * p.num_agents for _, games, p in runnable))
+    heap = peer.curand_heap_bytes(sum(games * p.num_agents for _, games, p in runnable))
     peers = []
     for label, games, params in runnable:
         try:
-            record = time_tag(games, params, steps, repeats, heap)
+            record = peer.time_tag(games, params, steps, repeats, heap)
         except Exception as exc:  # noqa: BLE001 (PyCUDA's and nvcc's own errors)
             print(f"{label}: WarpDrive failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
             continue

@@ -8,7 +8,7 @@ allocated once per kernel: a launch packs the values into it (``struct.pack_into
 makes one foreign call. The driver copies the buffer at launch (and at capture), so
 reusing it for the next launch is safe.
 
-Host cost per launch, measured on the H200 machine (``scripts/bench_launch.py``): see
+Host cost per launch, measured on the H200 machine (``scripts/lab/bench_launch.py``): see
 docs/performance.md; it is what a 1-env ``step()`` pays on top of Python.
 """
 

@@ -13,6 +13,7 @@ use :mod:`gpu_vecenv.adapters.pettingzoo`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
     raise ImportError("the PettingZoo views need pettingzoo: "
                       "pip install 'gpu-vecenv[pettingzoo]'") from exc
 
+from gpu_vecenv.actions import ActionChecker
 from gpu_vecenv.multi_agent.vector_env import MultiAgentVectorEnv
 
 
@@ -54,6 +56,8 @@ class BatchedParallelEnv(ParallelEnv):
         self.observation_spaces = dict.fromkeys(self.possible_agents,
                                                 vec.single_observation_space)
         self.action_spaces = dict.fromkeys(self.possible_agents, vec.single_action_space)
+        self._agent_actions = ActionChecker(vec.single_action_space, vec.num_games, vec.device)
+        """Checks one agent's ``[G, ...]`` actions (the vector env checks their values)."""
 
     def observation_space(self, agent: str):
         """The space of one game's value; the env's values are batched ``[G, ...]``."""
@@ -81,13 +85,23 @@ class BatchedParallelEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]):
         """``actions``: ``{name: [G, ...]}`` for every agent (tensors on the device are
         used without copying to the host). Returns ``(observations, rewards,
-        terminations, truncations, infos)``, each ``{name: [G, ...]}``."""
+        terminations, truncations, infos)``, each ``{name: [G, ...]}``.
+
+        Raises (before anything changes), naming the agent: ``TypeError`` for ``actions``
+        that are not a dict, or a value that is not numbers or of the wrong dtype;
+        ``ValueError`` for missing or unknown agents, a wrong shape or device; the vector
+        env's :class:`~gpu_vecenv.actions.InvalidActionError` for values out of range.
+        """
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict {{agent: [num_games, ...] actions}} "
+                            f"over {self.possible_agents}, got {type(actions).__name__}")
         missing = [a for a in self.possible_agents if a not in actions]
         unknown = [a for a in actions if a not in self.observation_spaces]
         if missing or unknown:
             raise ValueError(f"actions must hold one [num_games, ...] entry for each of "
                              f"{self.possible_agents}; missing {missing}, unknown {unknown}")
-        stacked = torch.stack([torch.as_tensor(actions[a], device=self.device)
+        check = self._agent_actions.convert
+        stacked = torch.stack([check(actions[a], name=f"actions[{a!r}]")
                                for a in self.possible_agents], dim=1)
         obs, reward, terminated, truncated, info = self.vec.step(
             stacked.reshape(self.vec.num_envs, *stacked.shape[2:]))

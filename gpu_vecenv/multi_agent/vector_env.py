@@ -53,7 +53,7 @@ from gpu_vecenv.multi_agent.buffers import GameBuffers, GameContext
 from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
 from gpu_vecenv.multi_agent.torch_backend import MultiAgentTorchBackend
 from gpu_vecenv.pickling import params_fields
-from gpu_vecenv.reset_and_state import reset_mask_option, write_state
+from gpu_vecenv.reset_and_state import reset_mask_option, state_bounds, write_state
 
 __all__ = ["ERROR_FLAG_INTERVAL", "MultiAgentVectorEnv"]
 
@@ -180,7 +180,7 @@ class MultiAgentVectorEnv(BaseVectorEnv):
 
     def _parse_reset_mask(self, options: dict[str, Any] | None) -> torch.Tensor | None:
         """The ``(num_games,)`` bool mask of games to reset (``None``: all)."""
-        mask = reset_mask_option(options)
+        mask = reset_mask_option(options, self.device)
         if mask is None:
             return None
         shape = tuple(mask.shape)
@@ -207,11 +207,17 @@ class MultiAgentVectorEnv(BaseVectorEnv):
         return {name: t.clone() for name, t in self._state_targets().items()}
 
     def set_state(self, state: dict[str, Any]) -> torch.Tensor:
-        """Overwrite any subset of the keys of :meth:`get_state` (validated before
-        anything is written). Returns the observations of the new state."""
+        """Overwrite any subset of the keys of :meth:`get_state`. Every key, type, shape,
+        dtype, device and value is validated before anything is written (floats finite,
+        ints within their dtype and the definition's field bounds, ``rng_counter`` >= 0;
+        one host sync on a GPU; errors as for ``GpuVectorEnv.set_state``). Returns the
+        observations of the new state."""
         self._raise_if_closed()
         targets = self._state_targets()
-        if write_state(targets, state, self.device):
+        d = self.definition
+        bounds = state_bounds((*d.agent_fields, *d.game_fields))
+        bounds["rng_counter"] = (0, None)
+        if write_state(targets, state, self.device, bounds):
             self._has_reset = self._seeded = True
         obs = self._fresh_outputs().obs
         self.backend.observe(self._in_game(), obs)

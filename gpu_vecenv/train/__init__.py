@@ -10,7 +10,8 @@ Train in a few lines::
 
 or from a YAML file or shipped config (``load_config("cartpole_ppo",
 ["ppo.learning_rate=1e-3"])``), or on the command line: ``gpu-vecenv train --env
-GPUCartPole-v1``. See docs/training.md.
+GPUCartPole-v1``. Use a trained run: ``load_policy(run_dir).predict(obs)`` (SB3's
+``predict``). See docs/training.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ _EXPORTS = {
     "load_config": "gpu_vecenv.train.config_loading",
     "evaluate": "gpu_vecenv.train.evaluation",
     "load_models": "gpu_vecenv.train.evaluation",
+    "load_policy": "gpu_vecenv.train.trained_policy",
+    "TrainedPolicy": "gpu_vecenv.train.trained_policy",
     "default_config_path": "gpu_vecenv.train.presets",
     "TrainingInterrupted": "gpu_vecenv.train.stopping",
     "TrainResult": "gpu_vecenv.train.trainer",

@@ -20,8 +20,10 @@ import dataclasses
 import os
 import re
 import shlex
+import signal
 import sys
 import textwrap
+import traceback
 import typing
 from pathlib import Path
 
@@ -29,11 +31,17 @@ from gpu_vecenv.train.config import SECTIONS
 from gpu_vecenv.train.config_loading import field_docs, load_yaml, type_name
 
 _SHORTCUTS = {"env": "env", "algo": "algo", "num_envs": "num_envs",
+              "global_num_envs": "num_envs_global",
               "total_steps": "total_steps", "seed": "seed", "device": "device",
               "run_dir": "run_dir"}
 
 EXIT_INTERRUPTED = 130
-"""Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
+"""Exit status after Ctrl-C (128 + SIGINT, as shells report it); after SIGTERM 143."""
+USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError)
+"""The errors that ``gpu_vecenv.cli.main`` reports in one line (exit status 2), not as a
+traceback."""
+EXIT_SHUTDOWN_HUNG = 3
+"""Exit status when leaving the process group did not finish in its time limit."""
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +60,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="parallel envs (games for Tag), or auto: the largest power of "
                              "two that fits the device (trainer.autoscale); default: the "
                              "config's")
+    parser.add_argument("--global-num-envs", type=int, metavar="N",
+                        help="parallel envs (games) of all GPUs together, split evenly over "
+                             "the ranks of a data-parallel run (trainer.num_envs_global); "
+                             "instead of --num-envs, which is per GPU")
     parser.add_argument("--total-steps", type=int, metavar="N",
                         help="env steps to train for; default: the config's")
     parser.add_argument("--seed", type=int, metavar="S", help="seed (default: the config's)")
@@ -131,6 +143,11 @@ def resolve_config(args: argparse.Namespace):
     trainer = raw.setdefault("trainer", {})
     if not isinstance(trainer, dict):
         raise TypeError("section 'trainer' must be a mapping")
+    if args.num_envs is not None and args.global_num_envs is not None:
+        raise ValueError("give --num-envs (per GPU) or --global-num-envs (all GPUs "
+                         "together), not both")
+    if args.num_envs is not None:  # per GPU, as asked: a config's global batch gives way
+        trainer["num_envs_global"] = None
     for flag, key in _SHORTCUTS.items():
         value = getattr(args, flag, None)
         if value is not None:
@@ -155,27 +172,52 @@ def main(args: argparse.Namespace) -> int:
     if args.gpus is not None and args.gpus != 1:
         if distributed.launched():
             raise ValueError("--gpus starts torchrun itself: under torchrun leave it out")
-        return _exec_torchrun(args.gpus, _train_argv(args))
+        return _run_torchrun(args.gpus, _train_argv(args))
+    succeeded = False
     try:
-        return _train(args, config)
+        status = _train(args, config)
+        succeeded = status in (0, 128 + signal.SIGINT, 128 + signal.SIGTERM)
+        return status
     except Exception as exc:
-        if not distributed.is_peer_failure(exc):
+        if not distributed.active():
             raise
-        # The rank that failed prints the cause; the others say only that they stopped.
-        return distributed.stop_after_peer_failure(exc, "gpu-vecenv train")
+        if distributed.is_peer_failure(exc):
+            # The rank that failed prints the cause; the others say only that they stopped.
+            return distributed.stop_after_peer_failure(exc, "gpu-vecenv train")
+        # Said here, before leaving the group (which may have to be cut short), as
+        # gpu_vecenv.cli says it for a single process.
+        if isinstance(exc, USER_ERRORS):
+            print(f"gpu-vecenv train: error: {exc}", file=sys.stderr, flush=True)
+            return 2
+        traceback.print_exc()
+        return 1
     finally:
-        distributed.shutdown()
+        if not distributed.shutdown(succeeded):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_SHUTDOWN_HUNG)
 
 
 def _train(args: argparse.Namespace, config) -> int:
     import warnings
 
-    from gpu_vecenv.train import distributed
-    from gpu_vecenv.train.stopping import TrainingInterrupted
+    from gpu_vecenv.train.run_directory_errors import NoCheckpointYet, RunDirectoryInUse
     from gpu_vecenv.train.trainer import Trainer
 
     with warnings.catch_warnings(record=True) as caught:
-        trainer = Trainer(config, resume=bool(args.resume), overwrite=args.overwrite)
+        try:
+            trainer = Trainer(config, resume=bool(args.resume), overwrite=args.overwrite)
+        except (RunDirectoryInUse, NoCheckpointYet) as exc:  # said in Python terms
+            raise exc.for_command_line() from None
+    with trainer:  # closed (its CUDA graphs released) before the process group is left
+        return _train_and_report(args, trainer, caught)
+
+
+def _train_and_report(args: argparse.Namespace, trainer, caught: list) -> int:
+    from gpu_vecenv.train import distributed
+    from gpu_vecenv.train.stopping import TrainingInterrupted
+
+    config = trainer.config
     if trainer.rank > 0:  # rank 0 speaks for a data-parallel run; errors still show
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (until the process ends)
         caught = []
@@ -202,21 +244,20 @@ def _train(args: argparse.Namespace, config) -> int:
         result = trainer.run()
     except TrainingInterrupted as stop:
         if trainer.rank > 0:
-            return EXIT_INTERRUPTED
+            return 128 + stop.signum
         print(f"interrupted at step {stop.global_step:,} of "
               f"{trainer.num_iterations * trainer.batch:,}; checkpoint saved: "
               f"{stop.checkpoint}\nresume with: {_resume_command(trainer)} --resume {run}",
               file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:  # a second Ctrl-C, or one during the final evaluation
-        print(f"\ninterrupted: {_what_is_left(trainer, run)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return 128 + stop.signum
+    except KeyboardInterrupt as exc:  # a second signal, or Ctrl-C during the evaluation
+        if trainer.rank == 0:
+            print(f"\ninterrupted: {_what_is_left(trainer, run)}", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     if result.stopped == "stop_at_return":
         print(f"solved: {_reached(result.recent_returns, trainer.return_thresholds)} at step "
               f"{result.global_step:,} (of total_steps {t.total_steps:,}); stopping early")
-    rate = (result.global_step - (trainer.resumed_from or 0)) / max(result.seconds, 1e-9)
-    print(f"done: {result.global_step:,} env steps in {result.seconds:.1f} s "
-          f"({rate:,.0f} env-steps/s)")
+    print(_done_line(result, trainer.resumed_from))
     if result.metrics:
         last = result.metrics[-1]
         returns = {k: round(v, 2) for k, v in last.items() if k.endswith("episode_return")}
@@ -226,6 +267,17 @@ def _train(args: argparse.Namespace, config) -> int:
         print(_format_evaluation(result.evaluation))
     print(f"checkpoint: {result.run_dir / 'checkpoints' / 'latest.pt'}")
     return 0
+
+
+def _done_line(result, resumed_from: int | None) -> str:
+    """The summary of this process's training: its own steps, time and rate (after a
+    resume, not the whole run's steps; the run's total follows)."""
+    steps = result.global_step - (resumed_from or 0)
+    rate = f"{steps / max(result.seconds, 1e-9):,.0f} env-steps/s"
+    if not resumed_from:
+        return f"done: {steps:,} env steps in {result.seconds:.1f} s ({rate})"
+    return (f"done: {steps:,} env steps this session, in {result.seconds:.1f} s ({rate}); the "
+            f"run is at step {result.global_step:,} (resumed at {resumed_from:,})")
 
 
 def _train_argv(args: argparse.Namespace) -> list[str]:
@@ -244,9 +296,14 @@ def _train_argv(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _exec_torchrun(gpus: int, argv: list[str]) -> int:
-    """Replace this process by ``torchrun --standalone --nproc-per-node gpus -m
-    gpu_vecenv.train argv`` (one worker per GPU of this machine)."""
+def _run_torchrun(gpus: int, argv: list[str]) -> int:
+    """Run ``torchrun --standalone --nproc-per-node gpus -m gpu_vecenv.train argv`` (one
+    worker per GPU of this machine) and return its status. Ctrl-C and SIGTERM are passed
+    on to torchrun, which passes them to every worker (each saves and exits 128 + the
+    signal); this command then exits 128 + the signal too, whatever torchrun's own status
+    (1 when its workers were stopped by a signal)."""
+    import subprocess
+
     import torch
 
     if gpus < 1:
@@ -260,10 +317,23 @@ def _exec_torchrun(gpus: int, argv: list[str]) -> int:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc-per-node={gpus}", "-m", "gpu_vecenv.train", *argv]
     print("starting: " + shlex.join(command), flush=True)
-    sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, command)
-    return 0  # not reached
+    received: list[int] = []
+    child = subprocess.Popen(command)
+
+    def forward(signum, frame) -> None:
+        received.append(signum)
+        child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        status = child.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if received and status != 0:
+        return 128 + received[0]
+    return status
 
 
 def _what_is_left(trainer, run: str) -> str:

@@ -25,6 +25,11 @@ class TrainerConfig:
     num_envs: int | Literal["auto"] = 64
     """number of parallel envs (for a multi-agent env: games; slots = games x agents);
     auto: the largest power of two that fits the device (see autoscale)"""
+    num_envs_global: int | None = None
+    """parallel envs (games) of all ranks together, split evenly over them (each rank gets
+    num_envs_global / ranks; an error when that does not divide); replaces num_envs, so a
+    single-GPU config keeps its global batch on any number of GPUs; null: num_envs is per
+    rank (the global batch grows with the ranks)"""
     autoscale: Literal["memory", "throughput"] = "memory"
     """how num_envs: auto chooses: memory (the largest power of two whose measured memory
     fits autoscale_memory_fraction of the free memory) or throughput (up to that, the

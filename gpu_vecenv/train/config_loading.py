@@ -213,6 +213,9 @@ def validate(config: Config) -> None:
     for name in ("num_envs", "total_steps", "autoscale_max_envs"):
         if getattr(t, name) != "auto" and getattr(t, name) < 1:
             raise ValueError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
+    if t.num_envs_global is not None and t.num_envs_global < 1:
+        raise ValueError(f"trainer.num_envs_global must be >= 1 or null, got "
+                         f"{t.num_envs_global}")
     if not 0.0 < t.autoscale_memory_fraction <= 1.0:
         raise ValueError(f"trainer.autoscale_memory_fraction must be in (0, 1], got "
                          f"{t.autoscale_memory_fraction}")

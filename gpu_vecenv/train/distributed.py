@@ -111,10 +111,78 @@ def init(device: torch.device) -> bool:
     return True
 
 
-def shutdown() -> None:
-    """Leave the process group (end of a ``torchrun`` worker)."""
-    if active():
-        dist.destroy_process_group()
+SHUTDOWN_TIMEOUT_ENV = "GPU_VECENV_SHUTDOWN_TIMEOUT"
+"""Environment variable: seconds leaving the process group may take."""
+DEFAULT_SHUTDOWN_TIMEOUT_S = 60.0
+
+
+def shutdown(succeeded: bool = True) -> bool:
+    """Leave the process group (end of a ``torchrun`` worker); ``True`` when done, or when
+    there was none.
+
+    Close every trainer of the group first (:meth:`Trainer.close
+    <gpu_vecenv.train.trainer.Trainer.close>`): NCCL cannot destroy a communicator while a
+    CUDA graph that captured its all-reduces is alive, and waits for ever. The queued work
+    is finished (a device sync), then the group destroyed; after a failure
+    (``succeeded=False``) it is aborted instead, which waits for no other rank. Both run in
+    a helper thread bounded by :data:`SHUTDOWN_TIMEOUT_ENV` seconds (default
+    :data:`DEFAULT_SHUTDOWN_TIMEOUT_S`): past it, one line on stderr says so and ``False``
+    is returned (the caller exits at once, non-zero)."""
+    import gc
+    import sys
+    import threading
+
+    if not active():
+        return True
+    gc.collect()  # graphs of trainers nobody holds any more (a reference cycle keeps them)
+    limit = float(os.environ.get(SHUTDOWN_TIMEOUT_ENV, DEFAULT_SHUTDOWN_TIMEOUT_S))
+    nccl = backend() == "nccl"
+    abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
+
+    def leave() -> None:
+        if succeeded:
+            if nccl:
+                torch.cuda.synchronize()
+            dist.destroy_process_group()
+        else:
+            (abort if nccl and abort else dist.destroy_process_group)()
+
+    worker = threading.Thread(target=_quietly(leave), name="gpu-vecenv-shutdown", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        print(f"gpu-vecenv: rank {rank()} could not leave the process group within "
+              f"{limit:g} s ({SHUTDOWN_TIMEOUT_ENV}); exiting without waiting for it",
+              file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def _quietly(fn):
+    """``fn`` with any exception printed in one line (a thread's traceback is noise here:
+    the group is being left anyway)."""
+    import sys
+
+    def run() -> None:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001
+            print(f"gpu-vecenv: rank {rank()}: leaving the process group: "
+                  f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                  file=sys.stderr, flush=True)
+    return run
+
+
+def envs_per_rank(global_num_envs: int, ranks: int) -> int:
+    """``trainer.num_envs_global`` split evenly over ``ranks``; a ``ValueError`` that says
+    what would divide when it does not."""
+    if global_num_envs < ranks or global_num_envs % ranks:
+        lower = max(ranks, global_num_envs // ranks * ranks)
+        raise ValueError(
+            f"trainer.num_envs_global={global_num_envs} does not split evenly over {ranks} "
+            f"ranks; use a multiple of {ranks} (e.g. {lower} or {lower + ranks}), or "
+            "trainer.num_envs for the envs of each rank")
+    return global_num_envs // ranks
 
 
 def backend() -> str | None:
@@ -127,6 +195,13 @@ def all_reduce_sum_(tensor: torch.Tensor) -> torch.Tensor:
     """Sum ``tensor`` over the ranks, in place."""
     if active():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def all_reduce_max_(tensor: torch.Tensor) -> torch.Tensor:
+    """The largest value over the ranks, elementwise, in place."""
+    if active():
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
     return tensor
 
 
@@ -220,6 +295,11 @@ def broadcast_module(module: torch.nn.Module) -> None:
                 dist.broadcast(tensor, src=0)
 
 
+class RanksNotAgreeing(RuntimeError):
+    """After a stop request (a signal), the ranks could not agree to stop in time
+    (:mod:`gpu_vecenv.train.stop_agreement`): another rank died or hangs."""
+
+
 _PEER_FAILURE_TEXT = ("Connection closed by peer", "Connection reset by peer",
                       "remote worker", "Watchdog caught collective operation timeout",
                       "NCCL communicator was aborted", "timed out")
@@ -228,8 +308,8 @@ _PEER_FAILURE_TEXT = ("Connection closed by peer", "Connection reset by peer",
 def is_peer_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is a collective that failed because another rank died or hung
     (that rank reports the cause; this one only stops)."""
-    return active() and (isinstance(exc, getattr(dist, "DistError", ())) or any(
-        text in str(exc) for text in _PEER_FAILURE_TEXT))
+    return active() and (isinstance(exc, (RanksNotAgreeing, getattr(dist, "DistError", ())))
+                         or any(text in str(exc) for text in _PEER_FAILURE_TEXT))
 
 
 def stop_after_peer_failure(exc: BaseException, prefix: str) -> int:

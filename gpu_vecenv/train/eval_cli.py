@@ -43,6 +43,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
+    from gpu_vecenv.gif import check_env_draws
     from gpu_vecenv.train.cli import _format_evaluation
     from gpu_vecenv.train.evaluation import evaluate, load_models, write_evaluation
     from gpu_vecenv.train.trainer import resolve_device
@@ -53,6 +54,8 @@ def main(args: argparse.Namespace) -> int:
     config, models, step = load_models(args.path, device)
     if args.vs_random:
         return _versus_random(args, config, models, step, device)
+    if args.gif:
+        check_env_draws(config.trainer.env, "--gif")
     try:
         result = evaluate(config, models, args.episodes, device, seed=args.seed,
                           random_policy=args.random, stochastic=args.stochastic,

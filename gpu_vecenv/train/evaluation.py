@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.gif import check_gif_writer, save_gif
+from gpu_vecenv.gif import check_env_draws, check_gif_writer, save_gif
 from gpu_vecenv.train.checkpoint import find_checkpoint, load_checkpoint
 from gpu_vecenv.train.config import Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict
@@ -46,7 +46,16 @@ def build_models(config: Config, env, device: torch.device) -> dict[str, torch.n
 
 def load_models(path: str | Path, device: torch.device
                 ) -> tuple[Config, dict[str, torch.nn.Module], int]:
-    """``(config, models, global_step)`` from a run directory or checkpoint file."""
+    """The networks of a run directory (its ``checkpoints/latest.pt``) or checkpoint file.
+
+    Returns:
+        ``(config, models, global_step)``: the run's :class:`Config`; policy name
+        (``"default"`` for a single-agent env; Tag: ``"tagger"``, ``"runner"``) -> its
+        network on ``device`` (``ActorCritic`` for PPO and A2C, ``DeterministicActorCritic``
+        for DDPG; ``model.deterministic_action(obs)`` maps ``(B, obs_dim)`` observations to
+        ``(B, *action_shape)`` actions); and the env steps trained when the checkpoint was
+        written. :func:`gpu_vecenv.train.load_policy` wraps them with SB3's ``predict``.
+    """
     from gpu_vecenv.train.checkpoint import CheckpointError
     from gpu_vecenv.train.trainer import make_env
 
@@ -105,6 +114,7 @@ def play_episodes(config: Config, models: dict[str, torch.nn.Module] | list, epi
     t = config.trainer
     render = gif_path is not None
     if render:
+        check_env_draws(t.env)
         check_gif_writer()  # before the episodes, not after them
     env = make_vec(t.env, episodes, device=device, backend=t.backend,
                    autoreset_mode=AutoresetMode.SAME_STEP,

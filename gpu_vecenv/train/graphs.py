@@ -76,6 +76,9 @@ class EagerLoop:
         self.collect = collect
         self.update = update
 
+    def release(self) -> None:
+        """Nothing to release (the same method as :meth:`GraphedLoop.release`)."""
+
 
 def iteration_phases(collect: Callable[[], None],
                      update: Callable[[], dict[str, dict[str, torch.Tensor]]],
@@ -122,6 +125,22 @@ class GraphedLoop:
     @property
     def captured(self) -> bool:
         return self._rollout is not None
+
+    def release(self) -> None:
+        """Destroy the graphs (they are captured again if the loop goes on).
+
+        In a data-parallel run this must happen before the process group is destroyed:
+        a graph that captured NCCL all-reduces holds a reference to the communicator
+        until the graph is destroyed, and destroying the communicator waits for that
+        reference, for ever if the graph is kept alive (by a reference cycle, a
+        traceback, a caller's variable)."""
+        graphs = [g for g in (self._rollout, self._update_graph) if g is not None]
+        self._rollout = self._update_graph = None
+        self._metrics = {}
+        # No device sync first: a replay still in flight keeps what it uses until it
+        # ends (CUDA defers the release), and after a rank failed it may never end.
+        for graph in graphs:
+            graph.reset()
 
     def collect(self) -> None:
         """The roll-out of one iteration (captures both graphs first when the warm-up

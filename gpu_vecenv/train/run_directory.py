@@ -16,6 +16,7 @@ from typing import Any
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train.config import Config
 from gpu_vecenv.train.config_loading import config_from_dict
+from gpu_vecenv.train.run_directory_errors import NoCheckpointYet, RunDirectoryInUse
 
 RESUMABLE_CHANGES = {
     "total_steps",
@@ -43,20 +44,12 @@ RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "eval.json", "checkpoints", "tens
 
 
 def check_free(run_dir: Path) -> None:
-    """Refuse (``ValueError``) to start a new run where one already wrote its logs or a
-    checkpoint, saying how to resume or overwrite it."""
+    """Refuse (:class:`RunDirectoryInUse`, a ``ValueError``) to start a new run where one
+    already wrote its logs or a checkpoint, saying how to resume or overwrite it."""
     if (run_dir / "checkpoints" / "latest.pt").exists():
-        raise ValueError(
-            f"run directory {run_dir} already holds a run; continue it with "
-            f"--resume {run_dir}, start afresh in it with --overwrite (deletes "
-            "its checkpoints and logs), or choose another --run-dir"
-        )
+        raise RunDirectoryInUse(run_dir, resumable=True)
     if has_logged_rows(run_dir):
-        raise ValueError(
-            f"run directory {run_dir} holds a run that stopped before its first "
-            "checkpoint, so it cannot be resumed; start afresh in it with "
-            "--overwrite, or choose another --run-dir"
-        )
+        raise RunDirectoryInUse(run_dir, resumable=False)
 
 
 def has_logged_rows(run_dir: Path) -> bool:
@@ -79,15 +72,12 @@ def clear_outputs(run_dir: Path) -> None:
 
 def checkpoint_to_resume(run_dir: Path) -> Path:
     """``run_dir/checkpoints/latest.pt``; a ``FileNotFoundError`` that says what to do if
-    the run stopped before writing one."""
+    the run stopped before writing one (:class:`NoCheckpointYet`)."""
     try:
         return ckpt.find_checkpoint(run_dir)
     except FileNotFoundError as exc:
         if has_logged_rows(run_dir):
-            raise FileNotFoundError(
-                f"{exc}: the run stopped before its first checkpoint; "
-                "start it afresh with --overwrite"
-            ) from None
+            raise NoCheckpointYet(str(exc)) from None
         raise
 
 

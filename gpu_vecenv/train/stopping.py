@@ -10,11 +10,14 @@ handful one row may hold. The check runs at every logged row, so it costs no ext
 of the device and a run that stops computed exactly what the full run computed up to
 that step.
 
-**Ctrl-C.** A SIGINT in the middle of an iteration would leave the roll-out storage or
-the weights half-updated, and a checkpoint of that state would not resume exactly. So the
-first Ctrl-C only asks the loop to stop at the next iteration boundary, where it saves a
-checkpoint and raises :class:`TrainingInterrupted`; a second Ctrl-C raises
-``KeyboardInterrupt`` at once, without saving.
+**Ctrl-C and SIGTERM.** A signal in the middle of an iteration would leave the roll-out
+storage or the weights half-updated, and a checkpoint of that state would not resume
+exactly. So the first SIGINT (Ctrl-C) or SIGTERM (what Slurm, Kubernetes and ``torchrun``
+send before they kill a job) only asks the loop to stop at the next iteration boundary,
+where it saves a checkpoint and raises :class:`TrainingInterrupted`; a second one quits at
+once (:class:`Interrupted`), without saving. A SIGTERM that follows the first within
+:data:`DUPLICATE_SIGTERM_S` counts as the same request: under Slurm a worker of ``torchrun``
+gets the scheduler's SIGTERM and the one ``torchrun`` forwards.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 RECENT_EPISODES = 100
@@ -111,53 +115,78 @@ def threshold_reached(windows: dict[str, ReturnWindow], thresholds: dict[str, fl
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped training at an iteration boundary, after saving a checkpoint.
+    """A signal (Ctrl-C, SIGTERM) stopped training at an iteration boundary, after saving a
+    checkpoint; ``signum`` says which.
 
     A ``KeyboardInterrupt``, so a script that does not catch it stops as on any Ctrl-C."""
 
-    def __init__(self, run_dir: Path, global_step: int, checkpoint: Path):
+    def __init__(self, run_dir: Path, global_step: int, checkpoint: Path,
+                 signum: int = signal.SIGINT):
         super().__init__(
             f"training interrupted at step {global_step:,}; checkpoint saved to {checkpoint}"
         )
         self.run_dir = run_dir
         self.global_step = global_step
         self.checkpoint = checkpoint
+        self.signum = int(signum)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A second Ctrl-C or SIGTERM: quit at once, without saving (``signum``: the second
+    signal)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"{signal.Signals(signum).name} again: quitting without saving")
+        self.signum = int(signum)
+
+
+DUPLICATE_SIGTERM_S = 1.0
+"""A SIGTERM this soon after the first one is the same request delivered twice."""
+
+_DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 
 
 class InterruptRequest:
-    """A context manager that turns the first SIGINT into ``requested = True`` (and a
-    one-line notice on stderr) and puts the previous handler back, so a second SIGINT
-    raises ``KeyboardInterrupt``.
+    """A context manager that turns the first SIGINT or SIGTERM into ``requested = True``
+    (``signum``, ``when``: which and at what ``time.monotonic()``; a one-line notice on
+    stderr) and a second one into :class:`Interrupted`; the previous handlers are put back
+    on leaving.
 
-    It does nothing outside the main thread or where someone else handles SIGINT (only
-    Python's default handler is replaced)."""
+    It does nothing outside the main thread, and leaves alone a signal someone else
+    handles (only Python's default handlers are replaced)."""
 
     def __init__(self, quiet: bool = False) -> None:
         self.requested = False
+        self.signum: int | None = None
+        self.when: float | None = None
         self.quiet = quiet  # no notice (ranks > 0 of a data-parallel run)
-        self._previous = None
+        self._previous: dict[int, object] = {}
 
     def __enter__(self) -> InterruptRequest:
-        if (
-            threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        ):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+        if threading.current_thread() is threading.main_thread():
+            for signum, default in _DEFAULT_HANDLERS.items():
+                if signal.getsignal(signum) is default:
+                    self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def _handle(self, signum, frame) -> None:
-        self.requested = True
-        signal.signal(signal.SIGINT, self._previous)
+        now = time.monotonic()
+        if self.requested:
+            if signum == signal.SIGTERM == self.signum and now - self.when < DUPLICATE_SIGTERM_S:
+                return
+            raise Interrupted(signum)
+        self.requested, self.signum, self.when = True, signum, now
         if self.quiet:
             return
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(
-            "\nCtrl-C: saving a checkpoint at the end of this iteration (Ctrl-C again to "
-            "quit without saving)",
+            f"\n{name}: saving a checkpoint at the end of this iteration (Ctrl-C or SIGTERM "
+            "again to quit without saving)",
             file=sys.stderr,
             flush=True,
         )
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}

@@ -11,7 +11,8 @@ The loop never reads a tensor on the host except every ``log_interval`` iteratio
 only queues work.
 
 A run ends at ``total_steps``, or earlier when the mean recent return reaches
-``stop_at_return`` or on Ctrl-C (:mod:`gpu_vecenv.train.stopping`); it always ends on an
+``stop_at_return`` or on Ctrl-C or SIGTERM (:mod:`gpu_vecenv.train.stopping`, in a
+data-parallel run agreed by :mod:`gpu_vecenv.train.stop_agreement`); it always ends on an
 iteration boundary with a checkpoint.
 
 Started by ``torchrun`` (or in a process group the caller made), the same loop runs on
@@ -42,6 +43,7 @@ from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
 from gpu_vecenv.train.logger import IterationTimer, MetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
 from gpu_vecenv.train.progress import Progress
+from gpu_vecenv.train.stop_agreement import StopAgreement, wait_for_device
 from gpu_vecenv.train.stopping import (
     InterruptRequest,
     ReturnWindow,
@@ -136,6 +138,13 @@ class Trainer:
         self.run_dir = Path(distributed.broadcast_object(str(run_dir)))  # rank 0's name
         if not resume and not overwrite and self.rank == 0:
             run_directory.check_free(self.run_dir)
+        if t.num_envs_global is not None:  # the global batch, split over the ranks
+            if t.num_envs == "auto":
+                raise ValueError("trainer.num_envs_global and trainer.num_envs=auto: give "
+                                 "one of them")
+            self.config = config = dataclasses.replace(config, trainer=dataclasses.replace(
+                t, num_envs=distributed.envs_per_rank(t.num_envs_global, self.world_size)))
+            t = config.trainer
         if t.num_envs == "auto":  # chosen now, before anything is built; saved as a number
             from gpu_vecenv.train.autoscale import resolve_num_envs
 
@@ -145,6 +154,7 @@ class Trainer:
                 log=print if self.rank == 0 else None,
                 agree=lambda n: distributed.agree_min(n, self.device))
             t = config.trainer
+        self._owns_env = env is None
         self.env = make_env(config, self.device) if env is None else env
         # Every rank draws the same initial weights (and gets rank 0's below); envs and
         # sampling follow the rank's own seed (rank 0: the config's).
@@ -171,6 +181,7 @@ class Trainer:
         self.return_windows = {name: ReturnWindow() for name in names}
         self.resumed_from: int | None = None
         self.saved_step: int | None = None
+        self._interrupt: InterruptRequest | None = None  # while run() runs
         if resume:
             self._load(run_directory.checkpoint_to_resume(self.run_dir))
         self.phases = iteration_phases(
@@ -189,8 +200,8 @@ class Trainer:
         layout = f": {t.num_envs:,} games x {agents} agents" if agents > 1 else ""
         return (f"this config is sized for a GPU ({self.num_slots:,} vector slots{layout}, "
                 f"{self.batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
-                f"on the CPU: expect hours; for a CPU try --num-envs "
-                f"{max(1, 1024 // agents)} and fewer --total-steps")
+                f"on the CPU: expect hours; for a CPU try num_envs "
+                f"{max(1, 1024 // agents)} and fewer total_steps (--num-envs, --total-steps)")
 
     @property
     def finished(self) -> str | None:
@@ -219,16 +230,19 @@ class Trainer:
 
     def run(self) -> TrainResult:
         """Train until ``total_steps`` (or ``stop_at_return``); returns the logged rows and
-        the evaluation. Ctrl-C stops at the end of the current iteration, saves a
-        checkpoint and raises :class:`TrainingInterrupted`."""
+        the evaluation. Ctrl-C or SIGTERM stops at the end of the current iteration (in a
+        data-parallel run: of the same iteration on every rank), saves a checkpoint and
+        raises :class:`TrainingInterrupted`."""
         if self.finished is not None:
             return self._nothing_to_train()
         t = self.config.trainer
         rows: list[dict[str, Any]] = []
         stopped = None
-        requested = False  # Ctrl-C (in a data-parallel run: on any rank, agreed at rows)
+        requested = 0  # the signal to stop for (of any rank, in a data-parallel run)
+        agreement = StopAgreement(self.device, self.distributed)
         with InterruptRequest(quiet=self.rank > 0) as interrupt, \
                 self._outputs() as (writer, progress):
+            self._interrupt = interrupt
             timer = IterationTimer(self.global_step, self._sync if t.sync_timing else None)
             while self.iteration < self.num_iterations and not requested:
                 for g in self.groups:
@@ -241,37 +255,45 @@ class Trainer:
                 self.iteration += 1
                 self.global_step += self.batch
                 last = self.iteration == self.num_iterations
-                logged = self.iteration % t.log_interval == 0 or last
-                if logged:
+                if self.iteration % t.log_interval == 0 or last:
                     row = self._row(metrics, timer.read(self.global_step))
                     rows.append(row)
                     writer.write(row)
                     stopped = self._after_row(row, progress)
                 progress.update(self.global_step)
-                requested = self._interrupt_requested(interrupt, logged, requested)
+                requested = agreement(interrupt)
                 if stopped or last or requested or (
                         t.checkpoint_interval and self.iteration % t.checkpoint_interval == 0):
                     self.save()
                 if stopped:
                     break
             if requested and self.saved_step != self.global_step:
-                self.save()  # Ctrl-C before the first iteration ended: still resumable
+                self.save()  # a signal before the first iteration ended: still resumable
             seconds = timer.elapsed()
         if requested:
             raise TrainingInterrupted(self.run_dir, self.global_step,
-                                      self.run_dir / "checkpoints" / "latest.pt")
+                                      self.run_dir / "checkpoints" / "latest.pt", requested)
         evaluation = self._evaluate() if stopped in (None, "stop_at_return") else None
         return TrainResult(self.run_dir, self.global_step, seconds, rows, evaluation,
                            stopped or "total_steps", self.recent_returns())
 
-    def _interrupt_requested(self, interrupt: InterruptRequest, logged: bool,
-                             before: bool) -> bool:
-        """Whether to stop for Ctrl-C now. Ranks must stop after the same iteration, so a
-        data-parallel run agrees on it where a row is logged (a sync happens there
-        anyway); in between it keeps ``before``."""
-        if not self.distributed:
-            return interrupt.requested
-        return distributed.agree_any(interrupt.requested, self.device) if logged else before
+    def close(self, graphs_only: bool = False) -> None:
+        """Release the CUDA graphs, and the env the trainer made (not with
+        ``graphs_only``). Call it (or use the trainer as a context manager) before a
+        data-parallel run destroys its process group: NCCL waits for ever to destroy a
+        communicator whose all-reduces a live CUDA graph holds."""
+        self.phases.release()
+        close_env = getattr(self.env, "close", None)
+        if close_env is not None and self._owns_env and not graphs_only:
+            close_env()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        # Leaving on an error, the device may hold work that never ends (an all-reduce
+        # with a rank that died): release only what never waits for it.
+        self.close(graphs_only=exc_type is not None)
 
     def _collect(self) -> None:
         """The roll-out: ``steps_per_iteration`` vector steps; every policy acts for its
@@ -371,6 +393,9 @@ class Trainer:
              ) -> dict[str, Any]:
         """The logged row: counters, ``timing`` (:meth:`IterationTimer.read`), each
         policy's metrics and episode statistics (prefixed ``<policy>/`` when several)."""
+        # Wait for the device by polling: a rank whose peer died stays able to take a
+        # signal here (instead of blocking in CUDA for ever).
+        wait_for_device(self.device, self._interrupt)
         # Invalid actions (e.g. NaN from a diverged network) freeze envs on the device;
         # report them here, where the row's read syncs anyway.
         check_errors = getattr(self.env, "check_errors", None)
@@ -487,8 +512,9 @@ def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: 
         config = config_from_dict(raw)
     elif trainer or algo_config is not None:
         raise TypeError("pass trainer fields and algo_config only with an env id")
-    return Trainer(config, resume=resume, callback=callback, env=env,
-                   overwrite=overwrite).run()
+    with Trainer(config, resume=resume, callback=callback, env=env,
+                 overwrite=overwrite) as trainer:
+        return trainer.run()
 
 
 class _NoMetricsWriter:

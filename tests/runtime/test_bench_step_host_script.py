@@ -1,6 +1,6 @@
 """``scripts/bench_step_host.py --device cpu``: every case runs through the CUDA backends'
 step path with the driver calls stubbed, and a step dispatches the torch ops the host-cost
-design allows (docs/performance.md, "Where a 1-env step() goes")."""
+design allows (docs/performance.md, "Classic envs by size": the host's cost)."""
 
 from __future__ import annotations
 

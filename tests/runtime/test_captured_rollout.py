@@ -211,8 +211,8 @@ def test_runs_eagerly_off_cuda_and_says_why():
 
 def test_bad_arguments_are_refused():
     env = make_vec("GPUCartPole-v1", 2, device="cpu")
-    with pytest.raises(TypeError, match="needs a gpu_vecenv env .* got RecordEpisodeStatistics"):
-        CapturedRollout(gym.wrappers.vector.RecordEpisodeStatistics(env), _plays_0_and_1, 2)
+    with pytest.raises(TypeError, match="needs a gpu_vecenv env .* got VectorWrapper"):
+        CapturedRollout(gym.vector.VectorWrapper(env), _plays_0_and_1, 2)
     with pytest.raises(TypeError, match="policy must be callable"):
         CapturedRollout(env, "random", 2)
     for steps in (0, -1, 2.0, True):

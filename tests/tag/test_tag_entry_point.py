@@ -1,4 +1,4 @@
-"""``gymnasium.make_vec("GPUTag-v0", num_envs=4096)`` in a fresh interpreter, without
+"""``gymnasium.make_vec("GPUTag-v0", num_games=4096)`` in a fresh interpreter, without
 importing gpu_vecenv first (the installed start-up hook registers the ids)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ SCRIPT = """
 import sys
 import gymnasium
 assert "gpu_vecenv.envs.tag" not in sys.modules
-env = gymnasium.make_vec("GPUTag-v0", num_envs=4096, device="cpu")
+env = gymnasium.make_vec("GPUTag-v0", num_games=4096, device="cpu")
 obs, info = env.reset(seed=0)
 obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-grid = gymnasium.make_vec("GPUTagGrid-v0", num_envs=8, device="cpu")
+grid = gymnasium.make_vec("GPUTagGrid-v0", num_games=8, device="cpu")
 print(type(env).__name__, env.num_envs, *obs.shape, grid.num_envs)
 """
 

@@ -134,10 +134,10 @@ def test_copy_false_reuses_outputs_and_state_round_trip():
 def test_presets_and_episode_length_alias_through_make_vec():
     import gymnasium
 
-    env = gymnasium.make_vec("GPUTag-v0", num_envs=2, device="cpu", preset="warpdrive_training")
+    env = gymnasium.make_vec("GPUTag-v0", num_games=2, device="cpu", preset="warpdrive_training")
     assert env.num_envs == 2 * 110 and env.single_observation_space.shape == (72,)
     assert env.single_action_space.nvec.tolist() == [21, 21]
-    env = gymnasium.make_vec("GPUTagGrid-v0", num_envs=3, device="cpu", max_episode_steps=7)
+    env = gymnasium.make_vec("GPUTagGrid-v0", num_games=3, device="cpu", max_episode_steps=7)
     assert env.params.episode_length == 7 and env.num_envs == 33
     grid = gymnasium.make_vec("GPUTagGrid-v0", num_envs=1, device="cpu", max_episode_steps=2)
     grid.reset(seed=0)

@@ -1,5 +1,5 @@
 """The two places where continuous Tag with ``observe_own_role=False`` deliberately differs
-from WarpDrive (docs/tag_rules.md, "Deviations from WarpDrive"), pinned:
+from WarpDrive (docs/tag_rules.md, "Where it differs from WarpDrive, and why"), pinned:
 
 1. observations are made after the step's tags are resolved (WarpDrive observes after the
    move, before the tags), so they differ on every step with a tag, exactly as listed;

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_vecenv import warpdrive_peer
+from benchmarks import warpdrive_peer
 from gpu_vecenv.envs.tag import TagParams
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_tag.py"

@@ -10,13 +10,19 @@ Modes:
 - ``update ALGO``: one learner update on a fixed roll-out, this rank's half of its slots
   (:func:`fixed_rollout`), rank 1's initial weights drawn differently and replaced by
   rank 0's broadcast; the weights after it;
-- ``fail``: a training run whose rank 1 raises in its second update.
+- ``fail``: a training run whose rank 1 raises in its update number ``WORKER_FAIL_AT``
+  (environment; default 2).
+
+``WORKER_DEVICE`` (environment; default ``cpu``) is the device of the training modes:
+``cuda`` trains on the CUDA kernels with NCCL, CUDA graphs and fused kernels where they
+apply.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -39,8 +45,10 @@ def run_config(run_dir: str, **trainer):
 
     overrides = ["ppo.num_steps=8", "ppo.num_minibatches=2", "ppo.update_epochs=2",
                  "ppo.hidden_sizes=[16,16]", "ppo.normalize_obs=true"]
+    device = os.environ.get("WORKER_DEVICE", "cpu")
     values = {"env": "GPUCartPole-v1", "num_envs": 4, "total_steps": 2 * 4 * 8 * 6,
-              "device": "cpu", "backend": "torch", "progress": False, "tensorboard": False,
+              "device": device, "backend": "torch" if device == "cpu" else "auto",
+              "progress": False, "tensorboard": False,
               "checkpoint_interval": 0, "eval_episodes": 0, "seed": 3, "run_dir": run_dir,
               **trainer}
     return load_config(None, overrides, **values)
@@ -133,16 +141,20 @@ def main(argv: list[str]) -> None:
         trainer = Trainer(run_config(argv[2]))
     else:
         raise SystemExit(f"unknown mode {mode}")
-    record_updates(trainer, digests, fail_at=2 if mode == "fail" and trainer.rank == 1
+    fail_at = int(os.environ.get("WORKER_FAIL_AT", "2"))
+    record_updates(trainer, digests, fail_at=fail_at if mode == "fail" and trainer.rank == 1
                    else None)
+    succeeded = False
     try:
-        result = trainer.run()
+        with trainer:  # its CUDA graphs released before the process group is left
+            result = trainer.run()
+        succeeded = True
     except Exception as exc:  # as gpu-vecenv train does: the failing rank tells the cause
         if not distributed.is_peer_failure(exc):
             raise
         raise SystemExit(distributed.stop_after_peer_failure(exc, "worker")) from None
     finally:
-        distributed.shutdown()
+        distributed.shutdown(succeeded)
     rows = [{k: v for k, v in row.items()
              if k not in ("seconds", "steps_per_second") and not k.startswith("time_")}
             for row in result.metrics]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -194,7 +195,8 @@ def test_ctrl_c_saves_and_the_printed_command_resumes(tmp_path):
     # The printed command, run longer than the interrupted step, continues from it ...
     proc = run_cli(*argv[1:], "--total-steps", step + 64)
     assert f"resuming {run_dir} from step {step:,} " in proc.stdout
-    assert f"done: {step + 64:,} env steps" in proc.stdout
+    assert ("done: 64 env steps this session, in " in proc.stdout
+            and f"; the run is at step {step + 64:,} (resumed at {step:,})\n" in proc.stdout)
     # ... and once more says the run is finished instead of training or evaluating again.
     proc = run_cli(*argv[1:], "--total-steps", step + 64)
     assert "is already finished" in proc.stdout and "done:" not in proc.stdout
@@ -236,6 +238,17 @@ def test_no_progress_prints_no_progress_lines(tmp_path):
     assert "step " not in proc.stderr and "done: 256 env steps" in proc.stdout
 
 
+def test_the_summary_line_counts_this_sessions_steps():
+    from gpu_vecenv.train.cli import _done_line
+    from gpu_vecenv.train.trainer import TrainResult
+
+    result = TrainResult(Path("r"), 1_200_000, 2.0, [], None)
+    assert _done_line(result, None) == "done: 1,200,000 env steps in 2.0 s (600,000 env-steps/s)"
+    assert _done_line(result, 1_000_000) == (
+        "done: 200,000 env steps this session, in 2.0 s (100,000 env-steps/s); the run is at "
+        "step 1,200,000 (resumed at 1,000,000)")
+
+
 def test_overwrite_reuses_a_run_directory(tmp_path, capsys):
     # In-process: four runs, no interpreter start-ups.
     run_dir = tmp_path / "r"
@@ -246,9 +259,17 @@ def test_overwrite_reuses_a_run_directory(tmp_path, capsys):
     assert cli_main(args) == 0
     assert cli_main(args) == 2
     err = capsys.readouterr().err
-    assert "--overwrite" in err and "--resume" in err and len(err.splitlines()) == 1
+    assert f"continue it with --resume {run_dir}, start afresh in it with --overwrite" in err
+    assert "or choose another --run-dir" in err and "=True" not in err
+    assert len(err.splitlines()) == 1
     assert cli_main([*args, "--overwrite", "--seed", "5"]) == 0
     assert (run_dir / "metrics.jsonl").read_text().count("\n") == 2  # only the new run's
     assert "seed: 5" in (run_dir / "config.yaml").read_text()
     assert cli_main(["train", "--resume", str(run_dir), "--overwrite"]) == 2
     assert "not both" in capsys.readouterr().err
+    (run_dir / "checkpoints" / "latest.pt").unlink()  # logged rows, no checkpoint
+    assert cli_main(args) == 2
+    assert capsys.readouterr().err.endswith(
+        "cannot be resumed; start afresh in it with --overwrite, or choose another --run-dir\n")
+    assert cli_main(["train", "--resume", str(run_dir)]) == 2
+    assert capsys.readouterr().err.endswith("start it afresh with --overwrite\n")

@@ -7,9 +7,6 @@ tests/train/distributed_worker.py (what they compute) and ``python -m gpu_vecenv
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,8 @@ from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import distributed
 from gpu_vecenv.train.trainer import Trainer
 from tests.train import distributed_worker as worker
+from tests.train import ranks
+from tests.train.ranks import Finished
 
 WORKER = Path(worker.__file__)
 TIMEOUT_S = 120
@@ -27,17 +26,10 @@ ITERATIONS = 6
 """iterations of the worker's run (``total_steps`` / (2 ranks x 4 envs x 8 steps))"""
 
 
-def torchrun(*args: str, timeout: float = TIMEOUT_S, processes: int = 2
-             ) -> subprocess.CompletedProcess:
+def torchrun(*args: str, timeout: float = TIMEOUT_S, processes: int = 2) -> Finished:
     """``processes`` processes of ``args`` (a script and its arguments, or ``-m module
-    ...``)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", distributed.TIMEOUT_ENV: "60"}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           f"--nproc-per-node={processes}", *args], capture_output=True,
-                          text=True,
-                          timeout=timeout, env=env, cwd=Path(__file__).parents[2])
+    ...``); a hang past ``timeout`` kills them all and fails."""
+    return ranks.torchrun(*args, timeout=timeout, processes=processes)
 
 
 def run_worker(out: Path, *args: str) -> None:
@@ -206,31 +198,6 @@ def test_ddpg_trains_on_two_ranks_with_identical_weights_and_own_replay(tmp_path
     rank1 = ckpt.load_checkpoint(run / "checkpoints" / "latest.rank1.pt")["policies"]["default"]
     assert all(torch.equal(rank0["model"][k], rank1["model"][k]) for k in rank0["model"])
     assert not torch.equal(rank0["replay"]["obs"], rank1["replay"]["obs"])
-
-
-@pytest.mark.gpu
-def test_nccl_run_with_fused_kernels_and_cuda_graphs(tmp_path):
-    """On every GPU there is (at most 2): NCCL, the fused PPO kernels and the CUDA graphs
-    (whose update holds the all-reduces) together; the ranks end with equal weights."""
-    processes = min(2, torch.cuda.device_count())
-    run = tmp_path / "nccl"
-    done = torchrun("-m", "gpu_vecenv.train", "cartpole_ppo", "--run-dir", str(run),
-                    "--num-envs", "256", "--total-steps", str(processes * 256 * 32 * 8),
-                    "--set", "trainer.cuda_graphs=true", "--set", "trainer.fused_kernels=true",
-                    "--set", "trainer.stop_at_return=null", "--set", "trainer.log_interval=1",
-                    "--set", "trainer.eval_episodes=0", "--set", "trainer.tensorboard=false",
-                    "--no-progress", processes=processes, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    saved = yaml.safe_load((run / "config.yaml").read_text())
-    assert saved["distributed"] == {"world_size": processes, "backend": "nccl"}
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 8 and all(row["world_size"] == processes for row in rows)
-    assert all(row["loss"] == row["loss"] for row in rows)  # not NaN
-    if processes == 2:
-        rank0 = ckpt.load_checkpoint(run / "checkpoints" / "latest.pt")
-        rank1 = ckpt.load_checkpoint(run / "checkpoints" / "latest.rank1.pt")
-        a, b = rank0["policies"]["default"]["model"], rank1["policies"]["default"]["model"]
-        assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 AGREE_SCRIPT = """

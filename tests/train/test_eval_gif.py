@@ -95,3 +95,29 @@ def test_eval_gif_without_a_library_is_one_line(cartpole_run, tmp_path, module, 
         f"needs {library}, which is not installed: pip install 'gpu-vecenv[render]'"
     ]
     assert not (tmp_path / "x.gif").exists()
+
+
+def test_eval_gif_of_an_env_that_draws_nothing_says_so(tmp_path, capsys):
+    import torch
+
+    import gpu_vecenv
+    from gpu_vecenv.cli import main as cli_main
+    from gpu_vecenv.train import PPOConfig, evaluate, load_models, train
+    from tests.runtime.counting_env import COUNTING  # no render_frame
+
+    gpu_vecenv.register("FramelessCounting-v0", COUNTING)
+    run = tmp_path / "run"
+    train("FramelessCounting-v0", PPOConfig(num_steps=4, num_minibatches=1), num_envs=2,
+          total_steps=8, run_dir=str(run), device="cpu", progress=False, tensorboard=False,
+          eval_episodes=0)
+    gif = tmp_path / "x.gif"
+    assert cli_main(["eval", str(run), "--episodes", "1", "--gif", str(gif),
+                     "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        "gpu-vecenv eval: error: --gif: FramelessCounting-v0 draws no frames (its definition "
+        "has no render_frame), so there is no GIF to write; leave out --gif, or give the "
+        "definition a render_frame (docs/custom_env.md)\n")
+    config, models, _ = load_models(run, torch.device("cpu"))
+    with pytest.raises(ValueError, match="^gif_path: FramelessCounting-v0 draws no frames"):
+        evaluate(config, models, 1, torch.device("cpu"), gif_path=gif)
+    assert not gif.exists()

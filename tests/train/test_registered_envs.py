@@ -100,9 +100,7 @@ def test_an_env_instance_the_trainer_cannot_use_is_a_clear_error(tmp_path):
     with pytest.raises(TypeError, match="num_envs come"):
         train(gpu_vecenv.make_vec("Counting-v0", 2, **same_step), PPOConfig(), num_envs=8)
     with pytest.raises(TypeError, match="not a wrapper"):
-        wrapped = gym.wrappers.vector.RecordEpisodeStatistics(
-            gpu_vecenv.make_vec("Counting-v0", 2, **same_step)
-        )
+        wrapped = gym.vector.VectorWrapper(gpu_vecenv.make_vec("Counting-v0", 2, **same_step))
         train(wrapped, PPOConfig())
     unregistered = GpuVectorEnv(dataclasses.replace(COUNTING, name="other"), 2, **same_step)
     with pytest.raises(ValueError, match=r"not registered.*gpu_vecenv.register"):

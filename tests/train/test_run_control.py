@@ -185,7 +185,11 @@ def test_ctrl_c_stops_at_an_iteration_boundary_saves_and_resumes_exactly(tmp_pat
 
 def test_overwrite_starts_afresh_in_a_used_run_directory(tmp_path):
     Trainer(_cartpole(tmp_path / "r", total_steps=256)).run()
-    with pytest.raises(ValueError, match="--overwrite"):
+    # the Python API answers in Python terms (the CLI in its flags: test_cli.py)
+    with pytest.raises(ValueError, match=r"already holds a run; continue it with resume=True, "
+                                         r"start afresh in it with overwrite=True \(deletes "
+                                         r"its checkpoints and logs\), or choose another "
+                                         r"run_dir$"):
         Trainer(_cartpole(tmp_path / "r", total_steps=256))
     result = Trainer(_cartpole(tmp_path / "r", total_steps=128), overwrite=True).run()
     rows = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
@@ -201,9 +205,11 @@ def test_a_directory_left_before_the_first_row_is_free_again(tmp_path):
     (run_dir / "metrics.jsonl").write_text("")  # Ctrl-C twice in the first iteration
     Trainer(_cartpole(run_dir, total_steps=128)).run()
     (run_dir / "checkpoints" / "latest.pt").unlink()  # rows but no checkpoint
-    with pytest.raises(ValueError, match="stopped before its first checkpoint"):
+    with pytest.raises(ValueError, match="stopped before its first checkpoint.*start afresh "
+                                         "in it with overwrite=True, or choose another "
+                                         "run_dir$"):
         Trainer(_cartpole(run_dir, total_steps=128))
-    with pytest.raises(FileNotFoundError, match="start it afresh with --overwrite"):
+    with pytest.raises(FileNotFoundError, match="start it afresh with overwrite=True$"):
         Trainer(_cartpole(run_dir, total_steps=128), resume=True)
 
 

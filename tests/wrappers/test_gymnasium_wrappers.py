@@ -1,5 +1,8 @@
-"""Which of Gymnasium's own vector wrappers work on our envs as they are: each is tried,
-and the outcome must be the one docs/wrappers.md states.
+"""Which of Gymnasium's own vector wrappers work on our envs as they are: each is tried
+(with our check of them switched off), and the outcome must be the one docs/wrappers.md
+states; and what our check says when each wraps one of our envs (the table's last
+column), which must fit the outcome: an error where the wrapper breaks, a warning at
+least where it hands back numpy arrays.
 
 Outcomes: ``works`` (runs; obs and rewards stay torch tensors on the env's device),
 ``numpy`` (runs, but hands back numpy arrays), ``refuses`` (raises at construction: the
@@ -15,6 +18,7 @@ CUDA tensors. That column is the proxy for a GPU; no GPU was used.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,9 +26,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from gymnasium import wrappers as SingleEnv
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import vector as W
 
+from gpu_vecenv import gymnasium_wrapper_check
+from gpu_vecenv.gymnasium_wrapper_check import VERDICTS, NumpyWrapperWarning
 from tests.wrappers.scripted_env import ScriptedVectorEnv, random_script
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "wrappers.md"
@@ -53,6 +60,20 @@ WRAPPERS: dict[str, tuple[Callable[[gym.vector.VectorEnv], gym.vector.VectorEnv]
     "TransformAction": (lambda e: W.TransformAction(e, lambda a: a, e.action_space), "discrete"),
     "ClipReward": (lambda e: W.ClipReward(e, -0.5, 0.5), "discrete"),
     "TransformReward": (lambda e: W.TransformReward(e, lambda r: r * 2), "discrete"),
+    "VectorizeTransformObservation": (
+        lambda e: W.VectorizeTransformObservation(e, SingleEnv.DtypeObservation, dtype=np.float64),
+        "box",
+    ),
+    "VectorizeTransformAction": (
+        lambda e: W.VectorizeTransformAction(
+            e, SingleEnv.TransformAction, func=lambda a: a, action_space=e.single_action_space
+        ),
+        "box",
+    ),
+    "VectorizeTransformReward": (
+        lambda e: W.VectorizeTransformReward(e, SingleEnv.TransformReward, func=lambda r: r * 2),
+        "discrete",
+    ),
 }
 NOT_APPLICABLE = {"FilterObservation", "GrayscaleObservation", "ResizeObservation"}
 ENV_IDS = {"discrete": "GPUCartPole-v1", "box": "GPUPendulum-v1"}
@@ -72,6 +93,7 @@ def make_env(kind: str, where: str, mode: AutoresetMode) -> gym.vector.VectorEnv
 
 
 def outcome(name: str, where: str, mode: AutoresetMode) -> str:
+    """What Gymnasium's wrapper ``name`` does on our env, our check of it switched off."""
     wrap, kind = WRAPPERS[name]
     env = make_env(kind, where, mode)
     device = torch.device(where)
@@ -96,13 +118,15 @@ def outcome(name: str, where: str, mode: AutoresetMode) -> str:
 
 
 def documented() -> dict[str, list[str]]:
-    """``{wrapper: [NEXT_STEP, SAME_STEP, device]}`` from the table in docs/wrappers.md."""
+    """``{wrapper: [NEXT_STEP, SAME_STEP, device, our check on the CPU, on a GPU]}`` from
+    the table in docs/wrappers.md (check: ``error``, ``warning`` or ``-``)."""
     rows = {}
     for line in DOCS.read_text().splitlines():
         match = re.match(r"\|\s*`(\w+)`\s*\|(.*)", line)
         if match and match.group(1) in WRAPPERS:
             cells = [c.strip() for c in match.group(2).split("|")]
-            rows[match.group(1)] = [c.split()[0].strip("*").lower() for c in cells[:3]]
+            checks = [c.split()[0] for c in cells[3].split("/")]
+            rows[match.group(1)] = [c.split()[0].strip("*").lower() for c in cells[:3]] + checks
     return rows
 
 
@@ -113,14 +137,93 @@ def table() -> dict[str, list[str]]:
 
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("name", sorted(WRAPPERS))
-def test_outcome_is_the_documented_one(name, table):
+def test_outcome_is_the_documented_one(name, table, monkeypatch):
+    monkeypatch.setattr(gymnasium_wrapper_check, "check", lambda *args: None)
     found = [
         outcome(name, "cpu", AutoresetMode.NEXT_STEP),
         outcome(name, "cpu", AutoresetMode.SAME_STEP),
         outcome(name, "meta", AutoresetMode.NEXT_STEP),
     ]
     assert name in table, f"docs/wrappers.md has no row for {name}"
-    assert found == table[name], f"{name}: found {found}, documented {table[name]}"
+    assert found == table[name][:3], f"{name}: found {found}, documented {table[name][:3]}"
+
+
+def what_the_check_says(
+    name: str, device: str, mode: AutoresetMode = AutoresetMode.NEXT_STEP
+) -> str:
+    """``error``, ``warning`` or ``-``: what building Gymnasium's wrapper ``name`` around
+    our CartPole or Pendulum does. ``device="gpu"`` runs the check as for an env on a GPU:
+    the env is on the CPU but says ``cuda`` (only the check reads it)."""
+    wrap, kind = WRAPPERS[name]
+    env = make_env(kind, "cpu", mode)
+    if device == "gpu":
+        env.device = torch.device("cuda", 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            wrap(env)
+        except TypeError as error:
+            if "docs/wrappers.md lists" in str(error):
+                return "error"
+        except Exception:  # noqa: BLE001 - the wrapper's own refusal is not our check
+            pass
+    return "warning" if any(w.category is NumpyWrapperWarning for w in caught) else "-"
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPERS))
+def test_the_check_says_what_the_table_says(name, table):
+    found = [what_the_check_says(name, "cpu"), what_the_check_says(name, "gpu")]
+    assert found == table[name][3:], f"{name}: the check says {found}, documented " \
+        f"{table[name][3:]}"
+    assert (name in VERDICTS) == (found != ["-", "-"])
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPERS))
+def test_the_check_speaks_where_the_wrapper_fails(name, table):
+    """Where the wrapper breaks on our env, the check errs (or warns, where numpy actions
+    would still work); where it hands back numpy arrays, the check at least warns."""
+    cpu, same_step, gpu, check_cpu, check_gpu = table[name]
+    check_same_step = what_the_check_says(name, "cpu", AutoresetMode.SAME_STEP)
+    for found, said in ((cpu, check_cpu), (same_step, check_same_step), (gpu, check_gpu)):
+        if found == "breaks" and not name.endswith("Action"):
+            assert said == "error", f"{name} breaks but the check says {said}"
+        if found in ("breaks", "numpy"):
+            assert said in ("error", "warning"), f"{name} {found} but the check is silent"
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, "tag"])
+def test_dict_info_to_list_is_an_error_where_info_holds_tensors(mode):
+    if mode == "tag":
+        env = gym.make_vec("GPUTag-v0", device="cpu")
+    else:
+        env = gym.make_vec("GPUCartPole-v1", num_envs=2, device="cpu", autoreset_mode=mode)
+    with pytest.raises(TypeError, match="DictInfoToList.*info holds tensors"):
+        W.DictInfoToList(env)
+
+
+def test_the_check_looks_through_our_wrappers_only():
+    from gpu_vecenv.wrappers import NormalizeObservation
+
+    env = gym.make_vec("GPUCartPole-v1", num_envs=2, device="cpu")
+    with pytest.raises(TypeError, match="gpu_vecenv.wrappers.RecordEpisodeStatistics"):
+        W.RecordEpisodeStatistics(NormalizeObservation(env))
+
+    class ToNumpy(gym.vector.VectorWrapper):  # a user's wrapper: it may change the arrays
+        pass
+
+    W.RecordEpisodeStatistics(ToNumpy(env))  # no error: the check cannot know
+    # Gymnasium's own envs are left alone
+    W.RecordEpisodeStatistics(gym.make_vec("CartPole-v1", 2, vectorization_mode="sync"))
+
+
+def test_a_subclass_is_checked_once_as_itself():
+    env = gym.make_vec("GPUPendulum-v1", num_envs=2, device="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        W.DtypeObservation(env, np.float64)  # built on VectorizeTransformObservation
+    ours = [w for w in caught if w.category is NumpyWrapperWarning]
+    assert len(ours) == 1 and "DtypeObservation" in str(ours[0].message)
+    assert ours[0].filename == __file__  # points at the line that built the wrapper
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # numpy 2 on torch's __array_wrap__

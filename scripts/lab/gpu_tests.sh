@@ -3,7 +3,7 @@
 # `-m gpu` test in parallel processes (pytest-xdist), compute-sanitizer memcheck and
 # racecheck over the classic kernels (Tag's run inside its tests) and the fused PPO
 # kernels. Logs go to $1. Used by gpu_all.sh and gpu_nvrtc_check.sh.
-#   bash scripts/gpu_tests.sh OUT_DIR
+#   bash scripts/lab/gpu_tests.sh OUT_DIR
 out="${1:-gpu_tests}"
 mkdir -p "$out"
 echo "== compile every kernel once"
@@ -14,7 +14,7 @@ timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu tests -q -n "${WORKERS:-
 echo "pytest exit $?"
 grep -E "passed|failed|FAILED|Error|SKIPPED" "$out/gpu_tests.log" | cut -c1-220 | tail -30
 echo "== sanitizer: classic kernels"
-timeout "${SANITIZE_TIMEOUT:-150}" python3 scripts/gpu_sanitize.py --log-dir "$out"
+timeout "${SANITIZE_TIMEOUT:-150}" python3 scripts/lab/gpu_sanitize.py --log-dir "$out"
 echo "sanitizer exit $?"
 echo "== sanitizer: fused PPO kernels (memcheck, racecheck)"
 for tool in memcheck racecheck; do

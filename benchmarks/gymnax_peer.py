@@ -4,8 +4,8 @@ A gymnax roll-out is ``jax.jit(lax.scan(vmap(step)))``: ``num_steps`` steps of `
 with random actions drawn inside the scan (as PureJaxRL does), one compiled program per
 call. :func:`time_rollout` times such calls on whatever device JAX uses (the GPU where
 ``jax[cuda]`` is installed). Used by ``gpu-vecenv bench --vs gymnax`` and
-``scripts/bench_capture.py --vs gymnax``; JAX and gymnax are imported only here, only
-when asked for.
+``scripts/bench_capture.py --vs gymnax`` (through :func:`gpu_vecenv.bench.load_peer`); JAX
+and gymnax are imported only here, only when asked for.
 """
 
 from __future__ import annotations

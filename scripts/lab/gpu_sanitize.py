@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run compute-sanitizer (memcheck and racecheck by default) over every classic-env kernel.
 
-    python scripts/gpu_sanitize.py [--tools memcheck racecheck] [--log-dir DIR]
+    python scripts/lab/gpu_sanitize.py [--tools memcheck racecheck] [--log-dir DIR]
 
 Each tool runs this script again under ``compute-sanitizer`` with ``--drive``: every
 classic env, in all three autoreset modes, at sizes that are not multiples of the block

@@ -12,7 +12,8 @@ batches drawn on the device beforehand, median of ``--repeats`` runs. 1x5, 100x1
 2000x5 and 2000x105 run one block per game (one launch per step); 200x1000 runs several
 blocks per game (one launch per phase).
 
-    python scripts/bench_tag_kernels.py [--steps 200] [--repeats 5] [--modes next_step same_step]
+    python scripts/lab/bench_tag_kernels.py [--steps 200] [--repeats 5]
+        [--modes next_step same_step]
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ all three autoreset modes at sizes that take the kernels' other paths: 1 env (th
 tail alone), 4099 and 4,194,307 (state rows not aligned to E floats, so E > 1 reads them
 value by value, and a tail of n % E envs one at a time).
 
-    python scripts/bench_bandwidth.py out.json [--envs ...] [--sizes 4194304,1048576]
+    python scripts/lab/bench_bandwidth.py out.json [--envs ...] [--sizes 4194304,1048576]
         [--variants 1 2 4 4:4]
 
 With ``--variants 1`` it also times a gpu_vecenv from before these settings (installed in

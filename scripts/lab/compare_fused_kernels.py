@@ -7,8 +7,8 @@ not change a bit (they compile with -fmad=false, so the same float operations in
 order give the same results): the other commit's two files are taken with ``git show``
 and driven through the same inputs. Exit status 1 if any output differs.
 
-    python scripts/compare_fused_kernels.py c792bfe
-    python scripts/compare_fused_kernels.py .bench-before    # a checkout of that commit
+    python scripts/lab/compare_fused_kernels.py c792bfe
+    python scripts/lab/compare_fused_kernels.py .bench-before    # a checkout of that commit
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.train.test_fused_gpu import CASES, _rollout  # noqa: E402
 
 _load = compiler.load_module

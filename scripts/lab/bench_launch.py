@@ -13,7 +13,7 @@ times (host timings on a shared VM drift by tens of percent between runs: only
 interleaved medians compare); also ``env.step()`` at 1 env with ``copy=False`` and
 ``copy=True`` (calls/s).
 
-    python scripts/bench_launch.py [--json out.json]
+    python scripts/lab/bench_launch.py [--json out.json]
 """
 
 from __future__ import annotations

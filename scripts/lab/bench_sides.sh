@@ -1,5 +1,5 @@
 #!/bin/bash
-# Shared by the before/after benchmark scripts (gpu_nvrtc_bench.sh, gpu_refactor_bench.sh):
+# Used by gpu_refactor_bench.sh (this tree against an earlier commit):
 # run a benchmark in one side's tree and write its JSON and log under $out. The caller
 # sets $out (the output folder), $here (the repository root) and $tree (the side's tree).
 run() { (cd "$tree" && "$@"); }

@@ -7,9 +7,9 @@
 # tree's kernel with 1 to 3 scan helpers per agent ((helpers + 1) * A threads per block)
 # against REF's without, over
 # partial observations of odd and even A, K below kMax and K = A - 1, tied distances.
-#   scripts/tag_emulation/compare.sh [REF] [REF_TILE_BYTES (32 before the one-block step)]
+#   scripts/lab/tag_emulation/compare.sh [REF] [REF_TILE_BYTES (32 before the one-block step)]
 set -e
-here=$(cd "$(dirname "$0")/../../tests/host_kernels/tag_emulation" && pwd)
+here=$(cd "$(dirname "$0")/../../../tests/host_kernels/tag_emulation" && pwd)
 root=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

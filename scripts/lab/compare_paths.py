@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Print the "after" side's benchmark figures against the "before" side's, point by point,
-from the JSON files scripts/gpu_nvrtc_bench.sh (nvcc + PyCUDA against NVRTC) or
-scripts/gpu_refactor_bench.sh (an earlier commit against this tree) write, both sides in
-the same call on the same GPU. Where a point was measured in several rounds
-(``*_r<k>.json``), each side's median is used.
+from the JSON files scripts/lab/gpu_refactor_bench.sh (an earlier commit against this tree)
+writes, both sides in the same call on the same GPU. Where a point was measured in several
+rounds (``*_r<k>.json``), each side's median is used. The sides' names default to "before"
+and "after"; docs/data/nvrtc_h200/ (nvcc + PyCUDA against NVRTC, written by a script since
+removed) reads with ``nvcc+PyCUDA NVRTC``.
 
-    python scripts/compare_paths.py OUT_DIR [BEFORE_NAME AFTER_NAME]
+    python scripts/lab/compare_paths.py OUT_DIR [BEFORE_NAME AFTER_NAME]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _points(out: Path, pattern: str, rows) -> dict[str, list[float]]:
     return points
 
 
-NAMES = ["nvcc+PyCUDA", "NVRTC"]
+NAMES = ["before", "after"]
 
 
 def _table(title: str, before: dict, after: dict) -> list[float]:

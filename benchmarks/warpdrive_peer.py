@@ -7,8 +7,8 @@ per step (``warp_drive/training/trainers/trainer_base.py``, ``_generate_rollout_
 the policy, ``sample()`` once per action type with the copy into ``sampled_actions``, then
 ``step_all_envs()``. :func:`time_tag` times that loop without the policy (uniform
 probabilities made once) and the step kernel alone, with CUDA events, median of repeats.
-Used by ``scripts/bench_tag.py --vs warpdrive``; WarpDrive, its old ``gym`` and PyCUDA are
-imported only here, only when asked for.
+Used by ``scripts/bench_tag.py --vs warpdrive`` (through :func:`gpu_vecenv.bench.load_peer`);
+WarpDrive, its old ``gym`` and PyCUDA are imported only here, only when asked for.
 
 One process, one context: importing WarpDrive's PyCUDA managers runs
 ``warp_drive/utils/autoinit_pycuda.py``, which calls ``torch.cuda.init()`` and pushes the

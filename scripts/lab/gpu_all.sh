@@ -1,13 +1,13 @@
 #!/bin/bash
 # The whole GPU check in one call (a CUDA machine with pytest-xdist and the test extras):
-# scripts/gpu_tests.sh (every `-m gpu` test, compute-sanitizer), then the benchmarks of the
+# scripts/lab/gpu_tests.sh (every `-m gpu` test, compute-sanitizer), then the benchmarks of the
 # envs, the trainer (CUDA graphs; scripts/gpu_trainer.sh compares
 # with eager and trains Tag) and the adapters. Results go to $1.
-#   bash scripts/gpu_all.sh OUT_DIR
+#   bash scripts/lab/gpu_all.sh OUT_DIR
 out="${1:-gpu_all}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
-bash scripts/gpu_tests.sh "$out"
+bash scripts/lab/gpu_tests.sh "$out"
 echo "== bench: CartPole, cuda"
 timeout 60 python3 -m gpu_vecenv.bench --env GPUCartPole-v1 --backend cuda --repeats 3 \
   --json "$out/bench_cartpole.json" 2>&1 | tail -8

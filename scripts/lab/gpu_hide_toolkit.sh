@@ -4,7 +4,7 @@
 # uninstalls PyCUDA, then checks that kernels compile with NVRTC from torch's own wheels;
 # `restore_toolkit` undoes it (PyCUDA from the device kit's wheels). Sourcing hides.
 # It changes the machine (the device machine is thrown away after the session).
-#   source scripts/gpu_hide_toolkit.sh
+#   source scripts/lab/gpu_hide_toolkit.sh
 hide_toolkit() {
   local f
   for f in $(type -ap nvcc) /usr/local/cuda*/bin/nvcc; do

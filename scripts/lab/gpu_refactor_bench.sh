@@ -6,9 +6,9 @@
 # - GPU-bound points (CartPole/Pendulum at 1M-4M envs, Tag's large cases) and the PPO
 #   trainer once per side; host-bound points (1-16,384 envs, Tag's small cases) in ROUNDS
 #   alternating rounds (host timings on this VM drift by tens of percent between runs);
-#   then a side-by-side table of medians (scripts/compare_paths.py).
+#   then a side-by-side table of medians (scripts/lab/compare_paths.py).
 #   git archive --prefix=.bench-before/ REV | tar x      # here, then carry .bench-before
-#   bash scripts/gpu_refactor_bench.sh OUT_DIR            # there (ROUNDS=2, STAGES="large small")
+#   bash scripts/lab/gpu_refactor_bench.sh OUT_DIR            # there (ROUNDS=2, STAGES="large small")
 out="$(realpath -m "${1:-gpu_refactor_bench}")"
 mkdir -p "$out"
 here="$PWD"
@@ -17,7 +17,7 @@ use() {  # $1 = before | after
   python3 -m pip install -q --no-deps --no-build-isolation -e "$tree" || exit 1
   export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_$1
 }
-source "$here/scripts/bench_sides.sh"  # run, classic, tag
+source "$here/scripts/lab/bench_sides.sh"  # run, classic, tag
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 stages="${STAGES:-large small}"
 for side in before after; do
@@ -39,5 +39,5 @@ for round in $(seq "${ROUNDS:-2}"); do
   done
 done
 use after
-python3 scripts/compare_paths.py "$out" before after
+python3 scripts/lab/compare_paths.py "$out" before after
 tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"  # every JSON, as one file

@@ -1,0 +1,23 @@
+"""``scripts/plot_performance.py`` redraws docs/performance.md's plots from the data files
+the page names, without a GPU; the page shows each plot it draws."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "plot_performance.py"
+
+
+def test_redraws_every_plot_of_the_page_from_its_data(tmp_path):
+    spec = importlib.util.spec_from_file_location("plot_performance", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--out", str(tmp_path)])
+    drawn = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert drawn == ["perf_capture_h200.png", "perf_classic_h200.png", "perf_torch_h200.png",
+                     "perf_train_h200.png"]
+    assert all((tmp_path / name).stat().st_size > 10_000 for name in drawn)
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert all(f"]({name})" in page and (ROOT / "docs" / name).is_file() for name in drawn)

@@ -122,7 +122,7 @@ def digest(run_dir: Path, name: str) -> tuple[str, str, str]:
     # Config keys added after these digests were recorded, at their defaults: they do not
     # change training (the rows, weights and evaluation are pinned as they were).
     added = {"autoscale": "memory", "autoscale_memory_fraction": 0.8,
-             "autoscale_max_envs": 2**24}
+             "autoscale_max_envs": 2**24, "num_envs_global": None}
     for key, default in added.items():
         assert payload["config"]["trainer"].pop(key) == default
     for section in ("ppo", "a2c"):

@@ -98,11 +98,13 @@ def checkpoint_to_resume(run_dir: Path) -> Path:
         raise
 
 
-def prepare_resume(run_dir: Path) -> Path:
-    """Tidy what a killed run left in ``run_dir`` (temporary checkpoint files, a torn
-    last line of ``metrics.jsonl``) and return the checkpoint to resume from
-    (:func:`checkpoint_to_resume`)."""
+def prepare_resume(run_dir: Path, tidy: bool = True) -> Path:
+    """The checkpoint to resume from (:func:`checkpoint_to_resume`); with ``tidy`` (one
+    process of a data-parallel run: rank 0) first what a killed run left in ``run_dir``
+    is tidied: temporary checkpoint files, a torn last line of ``metrics.jsonl``."""
     path = checkpoint_to_resume(run_dir)
+    if not tidy:
+        return path
     ckpt.remove_stale_temp_files(path.parent)
     dropped = drop_torn_last_row(run_dir / "metrics.jsonl")
     if dropped is not None:

@@ -184,7 +184,7 @@ class Trainer:
         self.saved_step: int | None = None
         self._interrupt: InterruptRequest | None = None  # while run() runs
         if resume:
-            self._load(run_directory.prepare_resume(self.run_dir))
+            self._load(run_directory.prepare_resume(self.run_dir, tidy=self.rank == 0))
         self.phases = iteration_phases(
             self._collect, self._update, self.generator, self.device, t.cuda_graphs,
             getattr(self.env, "backend_name", "?"),

@@ -5,6 +5,11 @@
   On a GPU machine they run; ``pytest -m gpu`` runs only them. A GPU machine without a
   kernel compiler does not deselect them: the CUDA tests fail there, saying what is
   missing (the kernels need no more than a CUDA build of torch).
+- The ``slow`` marker (tests of 30 s or more on 2 cores: multi-architecture and Tag
+  kernel compiles, torch.compile, the Tag kernel's host emulation at 33 agents or more,
+  learning runs to a return): ``addopts`` in pyproject.toml leaves them out of ``pytest``,
+  and one line at the end says how many; ``pytest -m slow`` runs only them (CI runs them
+  after the rest, ``.ci/run``).
 - Env ids: every test starts and ends with only the shipped ids registered, so an env
   that a test registers (or that a tutorial module registers when a test file imports
   it at collection) never leaks into another test.
@@ -18,6 +23,7 @@ import pytest
 import torch
 
 _deselected_gpu_tests: list[str] = []
+_deselected_slow_tests: list[str] = []
 
 
 def _gpu_missing() -> str | None:
@@ -38,12 +44,24 @@ def pytest_collection_modifyitems(config, items):
     _deselected_gpu_tests[:] = [reason, *(item.nodeid for item in gpu)]
 
 
+def pytest_deselected(items):
+    _deselected_slow_tests.extend(item.nodeid for item in items
+                                  if item.get_closest_marker("slow") is not None
+                                  and item.get_closest_marker("gpu") is None)
+
+
 def pytest_terminal_summary(terminalreporter):
     if _deselected_gpu_tests:
         reason, *tests = _deselected_gpu_tests
         terminalreporter.write_line(
             f"{len(tests)} gpu tests deselected: {reason} (they run on a GPU machine; "
             "`pytest -m gpu` runs only them)"
+        )
+    if _deselected_slow_tests:
+        terminalreporter.write_line(
+            f"{len(_deselected_slow_tests)} slow tests deselected (up to minutes each on 2 "
+            "cores: kernel compiles, large kernel emulations, learning runs): `pytest -m slow` "
+            "runs them; CI does"
         )
 
 

@@ -59,7 +59,7 @@ RANGES: dict[type, dict[str, Range]] = {
     },
     PPOConfig: {**_ON_POLICY, "update_epochs": AT_LEAST_ONE,
                 "num_minibatches": AT_LEAST_ONE, "clip_coef": POSITIVE,
-                "target_kl": POSITIVE},
+                "target_kl": NON_NEGATIVE},  # 0: stop after the first minibatch step
     A2CConfig: _ON_POLICY,
     DDPGConfig: {
         **_SHARED, "actor_learning_rate": POSITIVE, "critic_learning_rate": POSITIVE,

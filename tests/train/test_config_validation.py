@@ -19,7 +19,7 @@ _OUT_OF_RANGE = [
     ("ppo.ent_coef=-0.01", "ppo.ent_coef must be >= 0"),
     ("ppo.vf_coef=-1", "ppo.vf_coef must be >= 0"),
     ("ppo.max_grad_norm=0", "ppo.max_grad_norm must be > 0"),
-    ("ppo.target_kl=-1", "ppo.target_kl must be > 0"),
+    ("ppo.target_kl=-1", "ppo.target_kl must be >= 0"),
     ("ppo.reward_scale=0", "ppo.reward_scale must be > 0"),
     ("ppo.update_epochs=0", "ppo.update_epochs must be >= 1"),
     ("trainer.progress_interval=-1", "trainer.progress_interval must be >= 0"),

@@ -8,8 +8,9 @@ import torch
 
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.cli import main as cli_main
+from gpu_vecenv.train import TrainingDiverged
 from gpu_vecenv.train.config_loading import load_config
-from gpu_vecenv.train.divergence import TrainingDiverged, check_finite
+from gpu_vecenv.train.divergence import check_finite
 from gpu_vecenv.train.trainer import Trainer
 
 

@@ -10,6 +10,10 @@
   learning runs to a return): ``addopts`` in pyproject.toml leaves them out of ``pytest``,
   and one line at the end says how many; ``pytest -m slow`` runs only them (CI runs them
   after the rest, ``.ci/run``).
+- ``ATEN_CPU_CAPABILITY`` set (``default``, ``avx2``, ...: how to run the suite as on
+  another CPU): torch.compile's cache gets a folder of its own for that setting.
+  Inductor keys its cached C++ without it, so code compiled for this CPU's vector units
+  and reused under ``default`` fails to build (``'at::vec' has not been declared``).
 - Env ids: every test starts and ends with only the shipped ids registered, so an env
   that a test registers (or that a tutorial module registers when a test file imports
   it at collection) never leaks into another test.
@@ -17,10 +21,18 @@
 
 from __future__ import annotations
 
+import getpass
+import os
 import sys
+import tempfile
 
-import pytest
-import torch
+if "ATEN_CPU_CAPABILITY" in os.environ and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(  # before torch is imported
+        tempfile.gettempdir(),
+        f"torchinductor_{getpass.getuser()}_{os.environ['ATEN_CPU_CAPABILITY'].lower()}")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 _deselected_gpu_tests: list[str] = []
 _deselected_slow_tests: list[str] = []

@@ -17,7 +17,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.gif import check_env_draws, check_gif_writer, save_gif
-from gpu_vecenv.train.checkpoint import find_checkpoint, load_checkpoint
+from gpu_vecenv.train.checkpoint import find_checkpoint, first_line, load_checkpoint
 from gpu_vecenv.train.config import Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict
 from gpu_vecenv.train.distributions import ActionSpec
@@ -61,7 +61,10 @@ def load_models(path: str | Path, device: torch.device
 
     file = find_checkpoint(path)
     payload = load_checkpoint(file, device)
-    config = config_from_dict(payload["config"])
+    try:
+        config = config_from_dict(payload["config"])
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {file} holds an invalid config: {exc}") from None
     env = make_env(config, device, num_envs=1)
     models = build_models(config, env, device)
     env.close()
@@ -70,7 +73,7 @@ def load_models(path: str | Path, device: torch.device
             model.load_state_dict(payload["policies"][name]["model"])
         except (KeyError, RuntimeError) as exc:
             raise CheckpointError(f"checkpoint {file}: policy {name!r} does not load: "
-                                  f"{str(exc).splitlines()[0][:300]}") from None
+                                  f"{first_line(exc, 300)}") from None
     return config, models, int(payload["counters"]["global_step"])
 
 

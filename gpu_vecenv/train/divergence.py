@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from gpu_vecenv.train import distributed
+
 
 class TrainingDiverged(RuntimeError):
     """A loss or the weights of a policy are no longer finite (NaN or infinite)."""
@@ -75,6 +77,10 @@ def blame_divergence(groups: Sequence[Any], where: Callable[[], str]) -> Iterato
     except TrainingDiverged:
         raise
     except Exception as exc:
+        if distributed.is_peer_failure(exc):
+            # Another rank failed: this rank's device may hold an all-reduce that never
+            # ends, and reading the weights would wait for it for ever.
+            raise
         try:
             diverged = not all(bool(_all_finite([t for _, t in _weights(g)]))
                                for g in groups if _weights(g))

@@ -5,11 +5,11 @@
   On a GPU machine they run; ``pytest -m gpu`` runs only them. A GPU machine without a
   kernel compiler does not deselect them: the CUDA tests fail there, saying what is
   missing (the kernels need no more than a CUDA build of torch).
-- The ``slow`` marker (tests of 30 s or more on 2 cores: multi-architecture and Tag
-  kernel compiles, torch.compile, the Tag kernel's host emulation at 33 agents or more,
-  learning runs to a return): ``addopts`` in pyproject.toml leaves them out of ``pytest``,
-  and one line at the end says how many; ``pytest -m slow`` runs only them (CI runs them
-  after the rest, ``.ci/run``).
+- The ``slow`` marker (tests of 20 s or more each on 2 cores: the multi-architecture
+  NVRTC compile, Tag's nvcc build, the Tag kernel's host emulation at 100 agents or more,
+  learning runs to a return): ``addopts`` in pyproject.toml leaves them out of
+  ``pytest``, and one line at the end says how many; ``pytest -m slow`` runs only them (CI
+  runs them after the rest, ``.ci/run``).
 - ``ATEN_CPU_CAPABILITY`` set (``default``, ``avx2``, ...: how to run the suite as on
   another CPU): torch.compile's cache gets a folder of its own for that setting.
   Inductor keys its cached C++ without it, so code compiled for this CPU's vector units

@@ -142,7 +142,7 @@ def test_kernel_file_compiles_with_nvcc_for_sm90_without_warnings(name, tmp_path
     assert (tmp_path / f"{name}.cubin").stat().st_size > 0
 
 
-@pytest.mark.slow  # 3-5 minutes of CPU: every kernel for two architectures
+@pytest.mark.slow  # 3-5 minutes on 2 cores: every kernel for two architectures
 @nvrtc_required
 def test_compile_command_builds_every_shipped_kernel_with_nvrtc(tmp_path):
     """What CI promises: `gpu-vecenv compile` for sm_80 and sm_90 through NVRTC, the

@@ -23,7 +23,7 @@ from gpu_vecenv.train.stopping import DUPLICATE_SIGTERM_S, Interrupted, Interrup
 from tests.train.ranks import ROOT, Ranks, wait_for
 
 LIMIT_S = 120
-ITERATIONS = 600
+ITERATIONS = 250
 TRAIN = ["-m", "gpu_vecenv.train", "cartpole_ppo", "--device", "cpu", "--no-progress",
          "--num-envs", "4", "--set", "trainer.backend=torch", "--set", "ppo.num_steps=8",
          "--set", "ppo.hidden_sizes=[16]", "--set", "ppo.update_epochs=1",

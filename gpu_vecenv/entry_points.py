@@ -122,25 +122,12 @@ def make_vec_for_gymnasium(env_id: str, num_envs: int = 1, **kwargs: Any):
     return env
 
 
-def multi_agent_message(env_id: str) -> str:
-    """What to use instead of ``gymnasium.make`` for a multi-agent id."""
-    return (f"{env_id} is a multi-agent env (several agents per game); gymnasium.make "
-            f"builds a single-agent Env. Use gymnasium.make_vec({env_id!r}, num_games=G) "
-            f"(one vector slot per agent), gpu_vecenv.parallel_env({env_id!r}, num_games=G) "
-            f"(a batched PettingZoo ParallelEnv of tensors), or "
-            f"gpu_vecenv.adapters.pettingzoo.parallel_env({env_id!r}) (one game, numpy).")
-
-
 def make_single(env_id: str, **kwargs: Any):
-    """A one-env ``gymnasium.Env`` view of ``env_id`` (what ``gymnasium.make`` calls)."""
-    entry = get_entry(env_id)
-    if not is_single_agent(load_definition(env_id)):
-        # A game of many agents is not one gymnasium.Env: its agents act at once and
-        # leave one by one, which PettingZoo's ParallelEnv expresses and Env cannot.
-        raise TypeError(multi_agent_message(entry.id))
+    """A one-env ``gymnasium.Env`` view of ``env_id`` (what ``gymnasium.make`` calls); a
+    ``TypeError`` for a multi-agent id, naming the views that fit it."""
     from gpu_vecenv.single_env import SingleEnvView
 
-    return SingleEnvView(env_id, **{**entry.kwargs, **kwargs})
+    return SingleEnvView(env_id, **{**get_entry(env_id).kwargs, **kwargs})
 
 
 def make_kwargs_of(env: Any) -> tuple[str, dict[str, Any]]:
@@ -194,5 +181,5 @@ def __getattr__(name: str):
 
 __all__ = ["is_single_agent", "make_kwargs_of", "make_single", "make_vec",
            "make_vec_for_gymnasium", "make_vec_params",
-           "multi_agent_message", "register_envs", "register_with_gymnasium",
+           "register_envs", "register_with_gymnasium",
            "vector_env_class"]

@@ -14,6 +14,7 @@ those envs; not while a CUDA graph is captured).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,8 @@ from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.backends import build_backend
 from gpu_vecenv.backends.base import BackendContext
+from gpu_vecenv.backends.cuda import CudaBackend
+from gpu_vecenv.backends.torch_backend import TorchBackend
 from gpu_vecenv.base_vector_env import BaseVectorEnv, check_count, parse_autoreset_mode
 from gpu_vecenv.buffers import EnvBuffers
 from gpu_vecenv.definition import EnvDefinition
@@ -122,18 +125,9 @@ class GpuVectorEnv(BaseVectorEnv):
             buffers=self.buffers, obs_dim=self.obs_dim,
         )
         self.backend_name, self.backend = build_backend(
-            backend, self.device, lambda: self._make_backend("cuda"),
-            lambda: self._make_backend("torch"))
+            backend, self._ctx, CudaBackend,
+            partial(TorchBackend, compile=self.torch_compile, graphs=self.torch_graphs))
         self._start()
-
-    def _make_backend(self, name: str):
-        if name == "cuda":
-            from gpu_vecenv.backends.cuda import CudaBackend
-
-            return CudaBackend(self._ctx)
-        from gpu_vecenv.backends.torch_backend import TorchBackend
-
-        return TorchBackend(self._ctx, compile=self.torch_compile, graphs=self.torch_graphs)
 
     # -- the hooks of BaseVectorEnv --
 

@@ -50,6 +50,7 @@ from gpu_vecenv.base_vector_env import BaseVectorEnv, check_count
 from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL
 from gpu_vecenv.multi_agent.buffers import GameBuffers, GameContext
+from gpu_vecenv.multi_agent.cuda_backend import GameCudaBackend
 from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
 from gpu_vecenv.multi_agent.torch_backend import MultiAgentTorchBackend
 from gpu_vecenv.pickling import params_fields
@@ -136,8 +137,7 @@ class MultiAgentVectorEnv(BaseVectorEnv):
             obs_dim=self.obs_dim,
         )
         self.backend_name, self.backend = build_backend(
-            backend, self.device, lambda: _cuda_backend(context),
-            lambda: MultiAgentTorchBackend(context))
+            backend, context, GameCudaBackend, MultiAgentTorchBackend)
         self._start()
 
     # -- the hooks of BaseVectorEnv --
@@ -235,8 +235,3 @@ class MultiAgentVectorEnv(BaseVectorEnv):
     def _construct(self, *args: Any, **kwargs: Any) -> None:
         MultiAgentVectorEnv.__init__(self, *args, **kwargs)
 
-
-def _cuda_backend(context: GameContext):
-    from gpu_vecenv.multi_agent.cuda_backend import GameCudaBackend
-
-    return GameCudaBackend(context)

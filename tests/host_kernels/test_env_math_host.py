@@ -19,13 +19,12 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.buffers import StepOutputs
-from gpu_vecenv.env_ids import load_module
+from gpu_vecenv.env_ids import load_module, shipped_ids
 from gpu_vecenv.vector_env import GpuVectorEnv
 
 from . import harness
 
-ENV_IDS = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
-           "GPUMountainCarContinuous-v0", "GPUPendulum-v1"]
+ENV_IDS = shipped_ids(single_agent=True)
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 NUM_STATES = 4096
 

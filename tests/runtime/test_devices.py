@@ -12,7 +12,7 @@ import torch
 
 from gpu_vecenv.devices import resolve_device
 from gpu_vecenv.entry_points import make_vec
-from gpu_vecenv.envs.tag import TagVectorEnv
+from tests.tag.makers import make_tag
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def cpu_only_torch(monkeypatch):
     "make",
     [
         lambda device: make_vec("GPUCartPole-v1", 2, device=device),
-        lambda device: TagVectorEnv(2, device=device),
+        lambda device: make_tag(2, device=device),
     ],
     ids=["single-agent", "multi-agent"],
 )
@@ -63,7 +63,7 @@ def test_cuda_index_past_the_last_gpu(monkeypatch):
     "make",
     [
         lambda device: make_vec("GPUAcrobot-v1", 2, device=device),
-        lambda device: TagVectorEnv(1, device=device),
+        lambda device: make_tag(1, device=device),
     ],
     ids=["single-agent", "multi-agent"],
 )

@@ -21,7 +21,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.envs import tag
+from gpu_vecenv.envs import tag, tag_launch
 from gpu_vecenv.multi_agent.kernel_binding import GameLaunch
 from tests.tag.makers import make_tag, make_tag_grid
 
@@ -332,13 +332,13 @@ def test_envs_sharing_a_kernel_with_different_shared_memory_both_step(monkeypatc
 def test_one_game_a_warp_writes_its_rows_straight_with_the_staged_results(
         monkeypatch, games, agents, full, mode):
     # Launches of one game a warp on few blocks write the observation rows straight to
-    # global memory (tag.stages_rows); staged, the same step gives the same bits.
+    # global memory (tag_launch.stages_rows); staged, the same step gives the same bits.
     params = tag_params(agents, full)
     kwargs = dict(device="cuda", backend="cuda", autoreset_mode=mode, strict=False, **params)
     straight = make_tag(games, **kwargs)
     launch = GameLaunch(straight.backend.block, 1, num_games=games)
-    assert not tag.stages_rows(launch, straight.device)
-    base = tag.shared_bytes(straight.params, launch, straight.device)
+    assert not tag_launch.stages_rows(launch, straight.device)
+    base = tag_launch.shared_bytes(straight.params, launch, straight.device)
     assert straight.backend._fn.shared_bytes == base
     monkeypatch.setattr(tag, "stages_rows", lambda launch, device: True)
     staged = make_tag(games, **kwargs)
@@ -350,9 +350,9 @@ def test_one_game_a_warp_writes_its_rows_straight_with_the_staged_results(
 def test_many_games_a_warp_and_larger_blocks_stage_their_rows():
     device = torch.device("cuda")
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    many = tag.PACKED_BLOCKS_PER_SM * sms + 1
-    assert tag.stages_rows(GameLaunch(32, 1, num_games=many), device)
-    assert tag.stages_rows(GameLaunch(32, 1, num_games=many, games_per_block=4), device)
-    assert tag.stages_rows(GameLaunch(32, 1, num_games=2, games_per_block=2), device)
-    assert tag.stages_rows(GameLaunch(64, 1, num_games=1), device)
-    assert not tag.stages_rows(GameLaunch(32, 1, num_games=many - 1), device)
+    many = tag_launch.PACKED_BLOCKS_PER_SM * sms + 1
+    assert tag_launch.stages_rows(GameLaunch(32, 1, num_games=many), device)
+    assert tag_launch.stages_rows(GameLaunch(32, 1, num_games=many, games_per_block=4), device)
+    assert tag_launch.stages_rows(GameLaunch(32, 1, num_games=2, games_per_block=2), device)
+    assert tag_launch.stages_rows(GameLaunch(64, 1, num_games=1), device)
+    assert not tag_launch.stages_rows(GameLaunch(32, 1, num_games=many - 1), device)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.envs import tag
+from gpu_vecenv.envs import tag_launch
 from tests.gpu.test_tag_kernels import (
     MODES,
     assert_matches_reference,
@@ -67,7 +67,7 @@ def test_packed_step_matches_the_torch_reference(games, agents, k, monkeypatch):
 def test_auto_packs_games_where_one_a_block_would_crowd_the_sms(monkeypatch):
     monkeypatch.setenv("GPU_VECENV_TAG_PACKED", "auto")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    per_sm = tag.PACKED_BLOCKS_PER_SM
+    per_sm = tag_launch.PACKED_BLOCKS_PER_SM
 
     def games_per_block(games, agents):
         env = make_tag(games, device="cuda", backend="cuda", **tag_params(agents, False))

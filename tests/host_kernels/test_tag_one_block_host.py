@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpu_vecenv.backends.compiler import CUDA_SRC
-from gpu_vecenv.envs.tag import SCAN_MAX_PARTS as MAX_PARTS
+from gpu_vecenv.envs.tag_launch import SCAN_MAX_PARTS as MAX_PARTS
 
 HERE = Path(__file__).resolve().parent / "tag_emulation"
 CONFIGS = [  # games, agents, taggers, K (0: full observation)

@@ -80,7 +80,7 @@ from gpu_vecenv.multi_agent.kernel_constants import int_constant
 F32 = np.float32
 TWO_PI = float(F32(2 * math.pi))
 HALF_PI = float(F32(math.pi / 2))
-NUM_FEATURES = int_constant("tag.cu", "kTagFeatures")
+NUM_FEATURES = int_constant("tag_layout.cuh", "kTagFeatures")
 """Features per observed other agent (the kernel's ``kTagFeatures``)."""
 ROLES = ("tagger", "runner")
 """Role ids of ``info["role"]``: 0 tagger, 1 runner."""

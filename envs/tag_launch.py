@@ -37,13 +37,13 @@ class LaunchParams(Protocol):
     def obs_dim(self) -> int: ...
 
 
-MAX_OBSERVED = int_constant("tag.cu", "TAG_MAX_OBSERVED")
+MAX_OBSERVED = int_constant("tag_layout.cuh", "TAG_MAX_OBSERVED")
 """Largest K (``num_other_agents_observed``) the kernels keep (the torch reference: any)."""
 
 MAX_SPLIT_BLOCK = int_constant("common/games.cuh", "GV_GAME_MAX_SPLIT_BLOCK")
 SCAN_HELPERS_VARIABLE = "GPU_VECENV_TAG_SCAN_HELPERS"
-SCAN_HELPERS_MAX_OBSERVED = int_constant("tag.cu", "TAG_SCAN_HELPERS_MAX_OBSERVED")
-SCAN_MAX_PARTS = int_constant("tag.cu", "TAG_SCAN_MAX_PARTS")
+SCAN_HELPERS_MAX_OBSERVED = int_constant("tag_layout.cuh", "TAG_SCAN_HELPERS_MAX_OBSERVED")
+SCAN_MAX_PARTS = int_constant("tag_layout.cuh", "TAG_SCAN_MAX_PARTS")
 """The most threads per agent in the K-nearest scan: the agent's own and its helpers."""
 SCAN_HELPERS_MIN_AGENTS = 32
 """Under ``auto``, games of fewer agents get no scan helpers: their scan is a few
@@ -54,7 +54,7 @@ helpers, 5.3 with)."""
 
 def threads_per_agent(params: LaunchParams, num_games: int, device: torch.device) -> int:
     """H, the threads per agent of the one-block step: the agent's own and ``H - 1`` scan
-    helpers (``observe_partial`` in ``tag.cu``: thread ``p * A + a`` scans part ``p`` of
+    helpers (``observe_partial`` in ``tag_observe.cuh``: thread ``p * A + a`` scans part ``p`` of
     agent ``a``'s candidates for its K nearest, and the agent merges the H lists), 1 for
     none. Helpers need partial observations of K <= 16 (``TAG_SCAN_HELPERS_MAX_OBSERVED``)
     and ``H * A <= GV_GAME_MAX_SPLIT_BLOCK``, H at most :data:`SCAN_MAX_PARTS`; they pay off when
@@ -184,7 +184,7 @@ STAGE_LIMIT_BYTES = 100 * 1024
 
 
 def shared_bytes(params: LaunchParams, launch: GameLaunch, device: torch.device) -> int:
-    """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag.cu``):
+    """Dynamic shared memory per block of the Tag kernels (``TagShared`` in ``tag_layout.cuh``):
     per thread two float4 tile entries and an int (the tags per tagger of a game that fits
     one block), with scan helpers ``H * K * A`` floats and ints (each part's list, H threads
     per agent), plus, where :func:`stages_rows` and it fits under

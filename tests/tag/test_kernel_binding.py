@@ -17,9 +17,17 @@ from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
 GAMES = {"tag": tag, "tag_grid": tag_grid}
 
 
+def _kernel_text(name: str) -> str:
+    """``cuda_src/<name>.cu`` and the headers beside it that it includes (tag_layout.cuh)."""
+    text = (CUDA_SRC / f"{name}.cu").read_text()
+    for header in re.findall(r'^#include "(\w+\.cuh)"', text, re.M):
+        text += (CUDA_SRC / header).read_text()
+    return text
+
+
 def _consts_macro_fields(name: str) -> str:
     """The constants field list of ``cuda_src/<name>.cu`` as its layout table spells it."""
-    text = (CUDA_SRC / f"{name}.cu").read_text()
+    text = _kernel_text(name)
     body = re.search(r"#define \w+_CONSTS\(FIELD\)(.*?)\n\s*\n", text, re.S).group(1)
     return "".join(f"{kind} {field};"
                    for kind, field in re.findall(r"\bFIELD\((int|float), (\w+)\)", body))
@@ -62,8 +70,8 @@ def test_a_mismatch_fails_with_both_field_lists():
 
 
 def test_layout_facts_come_from_the_kernel_sources():
-    assert tag.NUM_FEATURES == int_constant("tag.cu", "kTagFeatures") == 7
-    assert int_constant("tag.cu", "kTagDiffFeatures") == len(tag._features(
+    assert tag.NUM_FEATURES == int_constant("tag_layout.cuh", "kTagFeatures") == 7
+    assert int_constant("tag_layout.cuh", "kTagDiffFeatures") == len(tag._features(
         tag.TagParams(), tag.reset(tag.TagParams(), _uniforms(tag.TagParams()))))
     params = tag.TagParams(use_full_observation=False, num_other_agents_observed=3)
     assert params.obs_dim == 7 * 3 + 2

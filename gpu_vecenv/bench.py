@@ -375,10 +375,10 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     from gpu_vecenv.backends import cuda_backend_problem
-    from gpu_vecenv.devices import resolve_device
+    from gpu_vecenv.devices import usable_device
     from gpu_vecenv.env_ids import get_entry, is_single_agent, list_ids, load_definition
 
-    device = resolve_device(args.device or None)
+    device = usable_device(args.device or None)
     if args.env == ["all"]:
         env_ids = [e for e in list_ids() if is_single_agent(load_definition(e))]
     else:

@@ -29,7 +29,8 @@ from gpu_vecenv.base_vector_env import BaseVectorEnv, check_count, parse_autores
 from gpu_vecenv.buffers import EnvBuffers
 from gpu_vecenv.definition import EnvDefinition
 from gpu_vecenv.pickling import params_fields
-from gpu_vecenv.reset_and_state import reset_mask_option, state_bounds, write_state
+from gpu_vecenv.reset_arguments import reset_mask_option
+from gpu_vecenv.state_writes import state_bounds, write_state
 
 __all__ = ["GpuVectorEnv", "parse_autoreset_mode"]
 
@@ -180,7 +181,7 @@ class GpuVectorEnv(BaseVectorEnv):
         """Overwrite any subset of the keys of :meth:`get_state` (each ``(num_envs,)``).
 
         Validates every key, type, shape, dtype, device and value before writing
-        anything (see :func:`~gpu_vecenv.reset_and_state.write_state`: floats finite,
+        anything (see :func:`~gpu_vecenv.state_writes.write_state`: floats finite,
         ints within their dtype, ``elapsed_steps`` and ``rng_counter`` >= 0; one host
         sync on a GPU). Returns the observations of the new state, ``(num_envs,
         obs_dim)``.

@@ -54,7 +54,8 @@ from gpu_vecenv.multi_agent.cuda_backend import GameCudaBackend
 from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
 from gpu_vecenv.multi_agent.torch_backend import MultiAgentTorchBackend
 from gpu_vecenv.pickling import params_fields
-from gpu_vecenv.reset_and_state import reset_mask_option, state_bounds, write_state
+from gpu_vecenv.reset_arguments import reset_mask_option
+from gpu_vecenv.state_writes import state_bounds, write_state
 
 __all__ = ["ERROR_FLAG_INTERVAL", "MultiAgentVectorEnv"]
 

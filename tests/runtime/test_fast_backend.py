@@ -19,7 +19,7 @@ from gpu_vecenv.backends.torch_backend import TorchBackend
 from gpu_vecenv.definition import EnvDefinition, StateField
 from gpu_vecenv.env_ids import load_definition, shipped_ids
 from gpu_vecenv.envs import cartpole
-from gpu_vecenv.reset_and_state import reseed
+from gpu_vecenv.reset_arguments import reseed
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime import frozen_torch_backend as frozen
 from tests.runtime.counting_env import BOX_COUNTING, CountingParams

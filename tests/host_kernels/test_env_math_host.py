@@ -1,5 +1,5 @@
-"""The kernels' per-env code (cuda_src/<env>.cu with common/autoreset.cuh), compiled for the
-host, against the torch reference backend on the CPU, by state injection.
+"""The kernels' per-env code (cuda_src/<env>.cu with common/single_agent_kernels.cuh),
+compiled for the host, against the torch reference backend on the CPU, by state injection.
 
 States are ones the reference visits in random roll-outs; elapsed steps, pending autoresets,
 RNG counters and invalid actions are mixed in so every branch of the generic step runs:

@@ -41,7 +41,8 @@ WARPDRIVE_TAG_KWARGS = frozenset({
 """The keyword arguments of WarpDrive 2.7.1's ``TagContinuous.__init__``
 (``example_envs/tag_continuous/tag_continuous.py``)."""
 
-OURS_ONLY = frozenset({"observe_own_role", "fixed_start_positions"})
+OURS_ONLY = frozenset({"observe_own_role", "observe_own_state", "egocentric",
+                       "fixed_start_positions"})
 """:class:`TagParams` fields WarpDrive has no argument for. Its rules are
 ``observe_own_role=False`` (one observation float less per agent) and
 ``fixed_start_positions=True`` (no start drawn at reset)."""

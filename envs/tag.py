@@ -21,10 +21,13 @@ Full mode (``use_full_observation``): the ``N-1`` others in id order; partial mo
 zero-padded. For each of the features Δx/(√2·L), Δy/(√2·L), Δspeed/(max_speed+1e-10),
 Δacc/(max_speed+1e-10), Δdir/(2π) (each value normalised, then other − self), the other's
 role (1 tagger, 0 runner) and the other's in-game flag, the values of all observed
-others; then ``t / episode_length``; then (``observe_own_role``, default) the agent's own
-role, so that one shared policy can tell roles apart. ``D = 7·(N-1) + 2`` (full) or
-``7·K + 2`` (partial), one less without the own role. An agent out of the game sees zero
-Δs and time (full mode) or all zeros (partial mode).
+others; then ``t / episode_length``; then (``observe_own_state``, off by default, torch
+backend only) the agent's own x/L, y/L, cos and sin of its direction and speed/max_speed;
+then (``observe_own_role``, default) the agent's own role, so that one shared policy can
+tell roles apart. ``D = 7·(N-1) + 2`` (full) or ``7·K + 2`` (partial), one less without
+the own role, 5 more with the own state. With ``egocentric`` (torch backend only) Δx and
+Δy are turned into the agent's own frame (x ahead, y to its left). An agent out of the game
+sees zero Δs and time (full mode) or all zeros (partial mode).
 
 ## Rewards
 Per step: ``edge_hit_penalty`` for leaving the field, the role's step reward, ``±tag``
@@ -82,6 +85,8 @@ TWO_PI = float(F32(2 * math.pi))
 HALF_PI = float(F32(math.pi / 2))
 NUM_FEATURES = int_constant("tag_layout.cuh", "kTagFeatures")
 """Features per observed other agent (the kernel's ``kTagFeatures``)."""
+OWN_STATE_FEATURES = 5
+"""x/L, y/L, cos(direction), sin(direction), speed/max_speed (``observe_own_state``)."""
 ROLES = ("tagger", "runner")
 """Role ids of ``info["role"]``: 0 tagger, 1 runner."""
 
@@ -117,6 +122,14 @@ class TagParams:
     runner_exits_game_after_tagged: bool = True
     observe_own_role: bool = True
     """Append the agent's own role to its observation (False: WarpDrive's observation)."""
+    observe_own_state: bool = False
+    """Also observe the agent's own absolute state (x/L, y/L, cos and sin of its
+    direction, speed/max_speed; zeros out of the game), before the own role. WarpDrive's
+    observation holds only differences (other − self), so an agent cannot tell which turn
+    takes it towards or away from another, nor where the edges are. Torch backend only."""
+    egocentric: bool = False
+    """Observe the others' Δx, Δy rotated into the agent's own frame (x ahead, y to its
+    left) instead of the field's. Torch backend only."""
     fixed_start_positions: bool = False
     """Reuse one set of start positions for every episode and game (WarpDrive's way)."""
 
@@ -161,7 +174,8 @@ class TagParams:
 
     @property
     def obs_dim(self) -> int:
-        return NUM_FEATURES * self.num_observed + 1 + int(self.observe_own_role)
+        return (NUM_FEATURES * self.num_observed + 1 + OWN_STATE_FEATURES
+                * int(self.observe_own_state) + int(self.observe_own_role))
 
     @property
     def num_acceleration_actions(self) -> int:
@@ -369,10 +383,20 @@ def observe(params: TagParams, state: State) -> torch.Tensor:
 
     blocks = [torch.where(playing[..., None], gather(v) - v[..., None], 0.0)
               for v in _features(params, state)]
+    if params.egocentric:  # (Δx, Δy) in the observer's frame: x ahead, y to its left
+        cos = torch.cos(state["direction"])[..., None]
+        sin = torch.sin(state["direction"])[..., None]
+        blocks[0], blocks[1] = (cos * blocks[0] + sin * blocks[1],
+                                cos * blocks[1] - sin * blocks[0])
     blocks += [gather(role), gather(playing.to(torch.float32))]
     obs = torch.where(seen[:, :, None, :], torch.stack(blocks, dim=2), 0.0).reshape(G, A, -1)
     time = state["t"].to(torch.float32) / _const(float(params.episode_length), x)
     extra = [torch.where(playing, time[:, None], 0.0)]
+    if params.observe_own_state:
+        length = _const(params.grid_length, x)
+        own = [x / length, state["y"] / length, torch.cos(state["direction"]),
+               torch.sin(state["direction"]), state["speed"] / _const(params.speed_scale, x)]
+        extra += [torch.where(playing, value, 0.0) for value in own]
     if params.observe_own_role:
         own_seen = playing if not params.use_full_observation else torch.ones_like(playing)
         extra.append(torch.where(own_seen, role, 0.0))
@@ -496,6 +520,9 @@ def kernel_buffers(params: TagParams, games: int, device: torch.device,
 
 
 def check_kernel_params(params: TagParams) -> None:
+    if params.observe_own_state or params.egocentric:
+        raise ValueError("observe_own_state and egocentric are implemented by the torch "
+                         "backend only (backend='torch')")
     if not params.use_full_observation and params.num_other_agents_observed > MAX_OBSERVED:
         raise ValueError(f"the CUDA kernel observes at most {MAX_OBSERVED} others; "
                          f"num_other_agents_observed={params.num_other_agents_observed}")

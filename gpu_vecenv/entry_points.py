@@ -163,7 +163,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'gpu_vecenv.entry_points' has no attribute {name!r}")
 
 
-__all__ = ["make_kwargs_of", "make_single", "make_vec",
+__all__ = ["is_single_agent", "make_kwargs_of", "make_single", "make_vec",
            "make_vec_for_gymnasium", "make_vec_params",
            "register_envs", "register_with_gymnasium",
            "vector_env_class"]

@@ -5,6 +5,15 @@
   On a GPU machine they run; ``pytest -m gpu`` runs only them. A GPU machine without a
   kernel compiler does not deselect them: the CUDA tests fail there, saying what is
   missing (the kernels need no more than a CUDA build of torch).
+- The ``slow`` marker (tests of 30 s or more on 2 cores: multi-architecture and Tag
+  kernel compiles, torch.compile, the Tag kernel's host emulation at 33 agents or more,
+  learning runs to a return): ``addopts`` in pyproject.toml leaves them out of ``pytest``,
+  and one line at the end says how many; ``pytest -m slow`` runs only them (CI runs them
+  after the rest, ``.ci/run``).
+- ``ATEN_CPU_CAPABILITY`` set (``default``, ``avx2``, ...: how to run the suite as on
+  another CPU): torch.compile's cache gets a folder of its own for that setting.
+  Inductor keys its cached C++ without it, so code compiled for this CPU's vector units
+  and reused under ``default`` fails to build (``'at::vec' has not been declared``).
 - Env ids: every test starts and ends with only the shipped ids registered, so an env
   that a test registers (or that a tutorial module registers when a test file imports
   it at collection) never leaks into another test.
@@ -12,12 +21,21 @@
 
 from __future__ import annotations
 
+import getpass
+import os
 import sys
+import tempfile
 
-import pytest
-import torch
+if "ATEN_CPU_CAPABILITY" in os.environ and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(  # before torch is imported
+        tempfile.gettempdir(),
+        f"torchinductor_{getpass.getuser()}_{os.environ['ATEN_CPU_CAPABILITY'].lower()}")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 _deselected_gpu_tests: list[str] = []
+_deselected_slow_tests: list[str] = []
 
 
 def _gpu_missing() -> str | None:
@@ -38,12 +56,24 @@ def pytest_collection_modifyitems(config, items):
     _deselected_gpu_tests[:] = [reason, *(item.nodeid for item in gpu)]
 
 
+def pytest_deselected(items):
+    _deselected_slow_tests.extend(item.nodeid for item in items
+                                  if item.get_closest_marker("slow") is not None
+                                  and item.get_closest_marker("gpu") is None)
+
+
 def pytest_terminal_summary(terminalreporter):
     if _deselected_gpu_tests:
         reason, *tests = _deselected_gpu_tests
         terminalreporter.write_line(
             f"{len(tests)} gpu tests deselected: {reason} (they run on a GPU machine; "
             "`pytest -m gpu` runs only them)"
+        )
+    if _deselected_slow_tests:
+        terminalreporter.write_line(
+            f"{len(_deselected_slow_tests)} slow tests deselected (up to minutes each on 2 "
+            "cores: kernel compiles, large kernel emulations, learning runs): `pytest -m slow` "
+            "runs them; CI does"
         )
 
 

@@ -132,7 +132,8 @@ def test_kernels_export_their_envs_per_thread(tmp_path):
 
 
 @nvcc_required
-@pytest.mark.parametrize("name", KERNEL_FILES)
+@pytest.mark.parametrize("name", [  # Tag's kernels: about a minute of nvcc on 2 cores
+    pytest.param(n, marks=pytest.mark.slow) if n == "tag" else n for n in KERNEL_FILES])
 def test_kernel_file_compiles_with_nvcc_for_sm90_without_warnings(name, tmp_path):
     command = build_command(find_nvcc(), CUDA_SRC / f"{name}.cu", tmp_path / f"{name}.cubin",
                             (9, 0), extra_flags=("-Werror", "all-warnings"))
@@ -141,6 +142,7 @@ def test_kernel_file_compiles_with_nvcc_for_sm90_without_warnings(name, tmp_path
     assert (tmp_path / f"{name}.cubin").stat().st_size > 0
 
 
+@pytest.mark.slow  # 3-5 minutes of CPU: every kernel for two architectures
 @nvrtc_required
 def test_compile_command_builds_every_shipped_kernel_with_nvrtc(tmp_path):
     """What CI promises: `gpu-vecenv compile` for sm_80 and sm_90 through NVRTC, the

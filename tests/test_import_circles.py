@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"gpu_vecenv": "gpu_vecenv", "gpu_vecenv.envs": "envs",
             "gpu_vecenv.adapters": "adapters", "gpu_vecenv.cuda_src": "cuda_src"}
 KNOWN = [
-    {"gpu_vecenv.train.config_loading", "gpu_vecenv.train.presets"},
+    {"gpu_vecenv.train.config_loading", "gpu_vecenv.train.env_kwargs", "gpu_vecenv.train.presets"},
     {"gpu_vecenv.train.autoscale", "gpu_vecenv.train.evaluation", "gpu_vecenv.train.probe",
      "gpu_vecenv.train.trainer"},
 ]

@@ -32,6 +32,7 @@ _EXPORTS = {
     "TrainedPolicy": "gpu_vecenv.train.trained_policy",
     "default_config_path": "gpu_vecenv.train.presets",
     "TrainingInterrupted": "gpu_vecenv.train.stopping",
+    "TrainingDiverged": "gpu_vecenv.train.divergence",
     "TrainResult": "gpu_vecenv.train.trainer",
     "Trainer": "gpu_vecenv.train.trainer",
     "train": "gpu_vecenv.train.trainer",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from gpu_vecenv.train import distributed, losses
+from gpu_vecenv.train import distributed, losses, masked
 from gpu_vecenv.train.on_policy import OnPolicyLearner
 from gpu_vecenv.train.optimizers import Adam, RMSprop
 
@@ -25,15 +25,19 @@ class A2CLearner(OnPolicyLearner):
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:
         """One step on the loss of every stored row (``values`` unused: A2C's value loss
-        is not clipped)."""
+        is not clipped); a masked learner's idle rows weigh 0."""
         c, s = self.config, self.storage
         log_prob, entropy, value = self.model.evaluate(s.flat(s.obs), s.flat(s.actions))
         adv = advantages.reshape(-1)
-        if c.norm_adv:
+        mask = None if s.mask is None else s.flat(s.mask)
+        weights = None if mask is None else masked.row_weights(mask)
+        if c.norm_adv and mask is not None:
+            adv = masked.normalize_advantages(adv, mask)  # over all ranks
+        elif c.norm_adv:
             adv = distributed.normalize_advantages(adv)  # over all ranks
-        policy_loss = losses.policy_gradient_loss(log_prob, adv)
-        v_loss = losses.value_loss(value, returns.reshape(-1))
-        entropy_mean = losses.entropy_bonus(entropy)
+        policy_loss = losses.policy_gradient_loss(log_prob, adv, weights)
+        v_loss = losses.value_loss(value, returns.reshape(-1), weights=weights)
+        entropy_mean = losses.entropy_bonus(entropy, weights)
         loss = policy_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
         self.step(loss)
         return {"loss": loss.detach(), "policy_loss": policy_loss.detach(),

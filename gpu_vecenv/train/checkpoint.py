@@ -13,12 +13,19 @@ A data-parallel run (:mod:`gpu_vecenv.train.distributed`) adds ``world_size`` an
 beside it (:func:`rank_file`), each with that rank's env state, RNG, episode counters
 (and DDPG replay); model and optimizer are the same in all. A checkpoint without
 ``world_size`` is a single-process run's (world size 1).
+
+Loading refuses, naming the file, what no run writes: an empty or torn file, counters
+that are not counts (``global_step`` negative, not an int, not a whole number of
+iterations), NaN or infinite weights, optimizer state or env state (a run whose training
+diverged stops before saving; :mod:`gpu_vecenv.train.divergence`). Temporary files left
+by a save that was killed are removed by the next save of the same file.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,7 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
     flushed to disk, then ``os.replace`` (a crash leaves the old file intact)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(path.parent, path.name)
     payload = {"format": FORMAT, "version": VERSION, **payload}
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -53,17 +61,34 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
         raise
 
 
+def remove_stale_temp_files(folder: Path, name: str = "*.pt") -> list[Path]:
+    """Delete the temporary files that a killed :func:`save_checkpoint` of ``name`` (a
+    file name or a glob) left in ``folder``; returns them. Only while nothing saves there:
+    at the next save of the same file, or before a run resumes."""
+    stale = sorted(folder.glob(f".{name}.*.tmp"))
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+    return stale
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """``TypeName: first line of the message`` (an empty message included)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:limit]}" if lines else type(exc).__name__
+
+
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
     """Load and sanity-check a checkpoint (``weights_only=True``: no code runs)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {path} is empty (0 bytes)")
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:
         raise CheckpointError(f"checkpoint {path} is corrupt or unreadable "
-                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-                              ) from None
+                              f"({first_line(exc)})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a gpu_vecenv training checkpoint")
     if payload.get("version") != VERSION:
@@ -72,7 +97,64 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dic
     missing = [k for k in ("config", "counters", "policies") if k not in payload]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {missing}")
+    _check_counters(payload["counters"], path)
+    for where in ("policies", "env"):
+        for name, tensor in _float_tensors(payload.get(where), where):
+            if not bool(tensor.isfinite().all()):
+                raise CheckpointError(f"checkpoint {path} holds NaN or infinite values in "
+                                      f"{name}: no run saves these; it cannot be used")
     return payload
+
+
+def _check_counters(counters: Any, path: Path) -> None:
+    """``counters`` must hold ``iteration`` and ``global_step``: ints >= 0, the steps a
+    whole number of iterations (every iteration adds the same batch)."""
+    if not isinstance(counters, dict):
+        raise CheckpointError(f"checkpoint {path}: counters must be a mapping, got "
+                              f"{type(counters).__name__}")
+    for key in ("iteration", "global_step"):
+        value = counters.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CheckpointError(f"checkpoint {path} holds an impossible counters.{key} "
+                                  f"{value!r} (a count: an int >= 0)")
+    iteration, step = counters["iteration"], counters["global_step"]
+    if (iteration == 0) != (step == 0) or (iteration and step % iteration):
+        raise CheckpointError(f"checkpoint {path} holds impossible counters: global_step "
+                              f"{step} is not a whole number of iterations ({iteration})")
+
+
+def check_batch(counters: dict[str, int], batch: int, path: Path) -> None:
+    """The counters of a checkpoint a run resumes from must be whole iterations of its
+    batch (``batch`` env steps each)."""
+    if counters["global_step"] != counters["iteration"] * batch:
+        raise CheckpointError(
+            f"checkpoint {path} holds impossible counters: global_step "
+            f"{counters['global_step']} after {counters['iteration']} iterations of "
+            f"{batch} steps (this run's batch)")
+
+
+def fitted(saved: Any, current: torch.Tensor, name: str) -> torch.Tensor:
+    """``saved`` on ``current``'s device if it has ``current``'s shape and dtype, else a
+    ``ValueError`` naming ``name``."""
+    if not isinstance(saved, torch.Tensor):
+        raise ValueError(f"{name} must be a tensor, got {type(saved).__name__}")
+    if saved.shape != current.shape or saved.dtype != current.dtype:
+        raise ValueError(f"{name} has shape {tuple(saved.shape)} and dtype {saved.dtype}, "
+                         f"expected {tuple(current.shape)} and {current.dtype}")
+    return saved.to(current.device)
+
+
+def _float_tensors(value: Any, where: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(dotted name, tensor)`` of every floating-point tensor in nested dicts/lists."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _float_tensors(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _float_tensors(item, f"{where}[{i}]")
 
 
 def find_checkpoint(path: str | Path) -> Path:

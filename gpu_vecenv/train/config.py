@@ -128,6 +128,10 @@ class PPOConfig:
     """normalize observations by running mean and variance"""
     reward_scale: float = 1.0
     """multiply rewards by this before learning"""
+    bootstrap_truncated: bool = True
+    """bootstrap from V(final_obs) where an episode was truncated (Gymnasium's time-limit
+    convention); false: a truncation ends the game like a termination, right where the
+    time limit is part of the game and the observation shows the time (Tag)"""
 
 
 @dataclass
@@ -164,6 +168,10 @@ class A2CConfig:
     """normalize observations by running mean and variance"""
     reward_scale: float = 1.0
     """multiply rewards by this before learning"""
+    bootstrap_truncated: bool = True
+    """bootstrap from V(final_obs) where an episode was truncated (Gymnasium's time-limit
+    convention); false: a truncation ends the game like a termination, right where the
+    time limit is part of the game and the observation shows the time (Tag)"""
 
 
 @dataclass

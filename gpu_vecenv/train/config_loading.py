@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import io
+import math
 import textwrap
 import types
 import typing
@@ -20,11 +22,9 @@ from typing import Any, Literal
 from gpu_vecenv.train.config import (
     ALGO_CONFIGS,
     SECTIONS,
-    A2CConfig,
     Config,
     DDPGConfig,
     PolicySpec,
-    PPOConfig,
 )
 
 # -- help text from field docstrings (CleanRL style) --
@@ -61,6 +61,10 @@ def type_name(hint: Any) -> str:
 # -- validation --
 
 
+class NotFiniteError(ValueError):
+    """A number that is NaN or infinite where a finite one is needed."""
+
+
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     """``value`` converted to ``hint`` or a TypeError/ValueError naming ``where``."""
     origin = typing.get_origin(hint)
@@ -76,7 +80,10 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             try:
                 return _coerce(value, arg, where)
             except (TypeError, ValueError) as exc:
-                errors.append(str(exc))
+                errors.append(exc)
+        for exc in errors:
+            if isinstance(exc, NotFiniteError):
+                raise exc  # a number is allowed, just not this one
         raise TypeError(f"{where} must be {_expected(args)}, got {value!r}")
     if origin is Literal:
         choices = typing.get_args(hint)
@@ -110,6 +117,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             value = _number(value, where, hint)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{where} must be a number, got {value!r}")
+        if not math.isfinite(value):  # YAML reads .nan and .inf as floats
+            raise NotFiniteError(f"{where} must be a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
@@ -205,26 +214,17 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
 
 
 def validate(config: Config) -> None:
-    """Checks across fields, and that the env id exists (no env is built)."""
+    """Checks across fields, every number in its range (:mod:`.config_ranges`), that the
+    env id exists and that ``trainer.env_kwargs`` fit the env's parameters (its params
+    are built, no env is)."""
     from gpu_vecenv.env_ids import get_entry
+    from gpu_vecenv.train.config_ranges import check_ranges
+    from gpu_vecenv.train.env_kwargs import checked_env_kwargs
 
     t = config.trainer
     get_entry(t.env)
-    for name in ("num_envs", "total_steps", "autoscale_max_envs"):
-        if getattr(t, name) != "auto" and getattr(t, name) < 1:
-            raise ValueError(f"trainer.{name} must be >= 1, got {getattr(t, name)}")
-    if t.num_envs_global is not None and t.num_envs_global < 1:
-        raise ValueError(f"trainer.num_envs_global must be >= 1 or null, got "
-                         f"{t.num_envs_global}")
-    if not 0.0 < t.autoscale_memory_fraction <= 1.0:
-        raise ValueError(f"trainer.autoscale_memory_fraction must be in (0, 1], got "
-                         f"{t.autoscale_memory_fraction}")
-    if t.log_interval < 1:
-        raise ValueError(f"trainer.log_interval must be >= 1, got {t.log_interval}")
-    if t.checkpoint_interval < 0 or t.eval_episodes < 0:
-        raise ValueError("trainer.checkpoint_interval and trainer.eval_episodes must be >= 0")
-    if t.progress_interval < 0:
-        raise ValueError(f"trainer.progress_interval must be >= 0, got {t.progress_interval}")
+    check_ranges(t, "trainer")
+    t.env_kwargs = checked_env_kwargs(t.env, t.env_kwargs)
     t.stop_at_return = _checked_stop_at_return(t.stop_at_return, list(config.policies))
     names = list(config.policies) or ["default"]
     for name in names:
@@ -232,22 +232,10 @@ def validate(config: Config) -> None:
         where = t.algo if name == "default" else f"policies.{name}.{t.algo}"
         if any(h < 1 for h in c.hidden_sizes):
             raise ValueError(f"{where}.hidden_sizes must be positive, got {c.hidden_sizes}")
-        if not 0.0 <= c.gamma <= 1.0:
-            raise ValueError(f"{where}.gamma must be in [0, 1], got {c.gamma}")
-        if isinstance(c, (PPOConfig, A2CConfig)):
-            if c.num_steps < 1:
-                raise ValueError(f"{where}.num_steps must be >= 1")
-        if isinstance(c, PPOConfig):
-            if c.num_minibatches < 1 or c.update_epochs < 1:
-                raise ValueError(f"{where}.num_minibatches and update_epochs must be >= 1")
-        if isinstance(c, DDPGConfig):
-            if c.batch_size < 1 or c.buffer_size < c.batch_size:
-                raise ValueError(f"{where}: need 1 <= batch_size <= buffer_size")
-            if c.train_frequency < 1 or c.gradient_steps < 0 or c.policy_delay < 1:
-                raise ValueError(f"{where}: train_frequency, policy_delay >= 1, "
-                                 "gradient_steps >= 0")
-            if not 0.0 < c.tau <= 1.0:
-                raise ValueError(f"{where}.tau must be in (0, 1], got {c.tau}")
+        check_ranges(c, where)
+        if isinstance(c, DDPGConfig) and c.buffer_size < c.batch_size:
+            raise ValueError(f"{where}: need batch_size <= buffer_size, got "
+                             f"{c.batch_size} > {c.buffer_size}")
 
 
 def _checked_stop_at_return(value: Any, policies: list[str]) -> float | dict | None:
@@ -280,14 +268,53 @@ def _yaml():
     return yaml
 
 
+def _unique_key_loader() -> type:
+    """PyYAML's safe loader, refusing a key written twice in one mapping (PyYAML keeps
+    the last silently: ``seed: 1`` then ``seed: 2`` would train with 2 and no word).
+    Keys that a merge (``<<: *base``) brings in may still be overridden."""
+    yaml = _yaml()
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.get(key)
+                except TypeError:
+                    continue  # an unhashable key: the safe loader refuses it itself
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first on line {first + 1})",
+                        key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """The raw nested dict of a YAML file (a clear error if it is not a mapping)."""
+    """The raw nested dict of a YAML file. Every error names the file: missing, a
+    folder, unreadable, not UTF-8, not YAML, a key twice, not a mapping."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"config file {path} is a directory")
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     yaml = _yaml()
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"config file {path} is not UTF-8 text (byte "
+                         f"{exc.object[exc.start]:#04x} at offset {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"config file {path} cannot be read: {exc.strerror}") from None
+    stream = io.StringIO(text)
+    stream.name = str(path)  # the file, not "<unicode string>", in YAML's messages
+    try:
+        raw = yaml.load(stream, Loader=_unique_key_loader())  # a SafeLoader
     except yaml.YAMLError as exc:
         raise ValueError(f"{path} is not valid YAML: {exc}") from None
     if raw is None:
@@ -298,9 +325,15 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def parse_value(text: str) -> Any:
-    """A command-line value in YAML syntax (``3``, ``0.1``, ``true``, ``[64, 64]``)."""
+    """A command-line value in YAML syntax (``3``, ``0.1``, ``true``, ``[64, 64]``); text
+    that is no YAML stays a string, a mapping with a key twice is an error."""
+    yaml = _yaml()
     try:
-        return _yaml().safe_load(text)
+        return yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader
+    except yaml.constructor.ConstructorError as exc:
+        if "duplicate key" in str(exc):
+            raise ValueError(f"{text!r}: {exc.problem}") from None
+        return text
     except Exception:
         return text
 

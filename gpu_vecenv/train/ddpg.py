@@ -84,9 +84,14 @@ class DDPGLearner:
         return action
 
     def record(self, step: int, reward: torch.Tensor, terminated: torch.Tensor,
-               done: torch.Tensor, final_obs: torch.Tensor) -> None:
+               done: torch.Tensor, final_obs: torch.Tensor,
+               active: torch.Tensor | None = None) -> None:
         """Store the transition of the last ``act`` (``final_obs``: true next obs);
-        ``step`` (the row within the iteration) is unused."""
+        ``step`` (the row within the iteration) is unused. DDPG is never built for a
+        multi-agent env (:func:`~gpu_vecenv.train.learner.build_learner`): ``active``
+        must be ``None``."""
+        if active is not None:
+            raise ValueError("DDPG does not mask idle multi-agent slots (active given)")
         self.replay.add(self._last_obs, self._last_action, reward, final_obs, terminated)
         self.ou_state.mul_((~done).unsqueeze(-1).to(self.ou_state.dtype))
         self.model.normalizer.update(self._last_obs)

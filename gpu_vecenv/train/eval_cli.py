@@ -5,6 +5,7 @@ Examples:
   gpu-vecenv eval runs/.../checkpoints/latest.pt --episodes 10 --gif cartpole.gif
   gpu-vecenv eval RUN_DIR --random          (the same statistics under uniform random play)
   gpu-vecenv eval TAG_RUN_DIR --random runner   (trained taggers against random runners)
+  gpu-vecenv eval TAG_RUN_DIR --vs-random --stochastic  (trained/random taggers x runners)
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stochastic", action="store_true",
                         help="sample actions from the policy instead of taking the most "
                              "likely one (PPO, A2C)")
+    parser.add_argument("--vs-random", action="store_true",
+                        help="Tag: play the same games with trained and with random taggers "
+                             "x trained and random runners and print the 2x2 table "
+                             "(runners tagged, steps to be tagged, runners escaping)")
     parser.add_argument("--json", metavar="OUT.json", default=None,
                         help="also write the result as JSON")
 
@@ -47,6 +52,8 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     device = resolve_device(args.device)
     config, models, step = load_models(args.path, device)
+    if args.vs_random:
+        return _versus_random(args, config, models, step, device)
     if args.gif:
         check_env_draws(config.trainer.env, "--gif")
     try:
@@ -66,6 +73,23 @@ def main(args: argparse.Namespace) -> int:
     print(f"{config.trainer.env}, {who}: {_format_evaluation(result)}")
     if args.gif:
         print(f"GIF written to {args.gif}")
+    if args.json:
+        write_evaluation(result, args.json)
+    return 0
+
+
+def _versus_random(args: argparse.Namespace, config, models, step: int, device) -> int:
+    """``--vs-random``: the 2x2 table of :mod:`gpu_vecenv.train.versus_random`."""
+    from gpu_vecenv.train.evaluation import write_evaluation
+    from gpu_vecenv.train.versus_random import format_table, versus_random
+
+    if args.random or args.gif:
+        raise ValueError("--vs-random plays random policies itself; leave out --random "
+                         "and --gif")
+    result = versus_random(config, models, args.episodes, device, seed=args.seed,
+                           stochastic=args.stochastic)
+    result["global_step"] = step
+    print(f"{config.trainer.env}, checkpoint at step {step:,}: {format_table(result)}")
     if args.json:
         write_evaluation(result, args.json)
     return 0

@@ -9,6 +9,7 @@ have finished.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.gif import check_env_draws, check_gif_writer, save_gif
-from gpu_vecenv.train.checkpoint import find_checkpoint, load_checkpoint
+from gpu_vecenv.train.checkpoint import find_checkpoint, first_line, load_checkpoint
 from gpu_vecenv.train.config import Config, DDPGConfig
 from gpu_vecenv.train.config_loading import config_from_dict
 from gpu_vecenv.train.distributions import ActionSpec
@@ -60,7 +61,10 @@ def load_models(path: str | Path, device: torch.device
 
     file = find_checkpoint(path)
     payload = load_checkpoint(file, device)
-    config = config_from_dict(payload["config"])
+    try:
+        config = config_from_dict(payload["config"])
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {file} holds an invalid config: {exc}") from None
     env = make_env(config, device, num_envs=1)
     models = build_models(config, env, device)
     env.close()
@@ -69,27 +73,43 @@ def load_models(path: str | Path, device: torch.device
             model.load_state_dict(payload["policies"][name]["model"])
         except (KeyError, RuntimeError) as exc:
             raise CheckpointError(f"checkpoint {file}: policy {name!r} does not load: "
-                                  f"{str(exc).splitlines()[0][:300]}") from None
+                                  f"{first_line(exc, 300)}") from None
     return config, models, int(payload["counters"]["global_step"])
 
 
-@torch.no_grad()
-def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
-             device: torch.device, *, seed: int | None = None,
-             random_policy: bool | str | list[str] = False, stochastic: bool = False,
-             gif_path: str | Path | None = None, max_steps: int = 100_000
-             ) -> dict[str, Any]:
-    """Play ``episodes`` episodes (games) and return their mean returns.
+@dataclass
+class PlayedEpisodes:
+    """What :func:`play_episodes` saw: the first episode of every slot (``n`` slots =
+    ``games x agents``; slot ``game * agents + agent``). Tensors on the device."""
 
-    ``models``: policy name -> network (or the trainer's policy groups).
-    ``random_policy``: ``True`` plays uniform random actions for every slot; a policy
-    name (or list of names) only for those policies (e.g. trained taggers against
-    random runners). ``stochastic``: sample from the policies (PPO, A2C) instead of
-    playing their most likely action. Returns
-    ``{"episodes", "mean_return", "std_return", "mean_length", "policies": {name:
-    {"mean_return_per_agent", "mean_return_per_game"}}}`` (``mean_return`` is per slot
-    for single-agent envs: the usual episode return).
-    """
+    games: int
+    agents: int
+    names: list[str]
+    """the policies, in the order of ``owner``'s ids"""
+    owner: torch.Tensor
+    """``(agents,)`` int64: the policy (index into ``names``) of each agent of a game"""
+    random_names: set[str]
+    returns: torch.Tensor
+    """``(n,)`` float: the episode's return"""
+    lengths: torch.Tensor
+    """``(n,)`` float: its steps"""
+    terminated: torch.Tensor
+    """``(n,)`` bool: it ended by termination (else by truncation)"""
+    entropy: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """with ``entropy=True``: policy -> (sum of its action distribution's entropy over
+    the live steps of its slots, number of those steps), for every played network"""
+
+
+@torch.no_grad()
+def play_episodes(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
+                  device: torch.device, *, seed: int | None = None,
+                  random_policy: bool | str | list[str] = False, stochastic: bool = False,
+                  gif_path: str | Path | None = None, max_steps: int = 100_000,
+                  entropy: bool = False) -> PlayedEpisodes:
+    """Play ``episodes`` episodes (games), one per env, from the evaluation seed
+    (``seed``, default the run's, offset so evaluation never replays training seeds);
+    the arguments are :func:`evaluate`'s. ``entropy``: also sum each trained policy's
+    entropy over the steps where its slots are live."""
     from gpu_vecenv.entry_points import make_vec
 
     if not isinstance(models, dict):
@@ -120,6 +140,8 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
     returns = torch.zeros(n, device=device)
     lengths = torch.zeros(n, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
+    terminated_first = torch.zeros(n, dtype=torch.bool, device=device)
+    entropy_sums = {name: [torch.zeros((), device=device), 0.0] for name in names}
     frames = []
     if isinstance(random_policy, bool):
         random_names = set(names) if random_policy else set()
@@ -144,6 +166,11 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
                 if spec.kind == "box":
                     chosen = torch.clamp(chosen, torch.tensor(spec.low, device=device),
                                          torch.tensor(spec.high, device=device))
+            if entropy and name not in random_names and hasattr(models[name], "evaluate"):
+                live = mask & ~finished
+                _, ent, _ = models[name].evaluate(obs, chosen)
+                entropy_sums[name][0] += (ent * live).sum()
+                entropy_sums[name][1] += live.sum()
             if spec.kind != "discrete":
                 mask = mask.unsqueeze(-1)
             action = torch.where(mask, chosen.to(spec.dtype), action)
@@ -151,25 +178,53 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
         live = ~finished
         returns += reward * live
         lengths += live.float()
+        terminated_first |= terminated & live
         finished |= terminated | truncated
         if step % 32 == 31 and bool(finished.all()):
             break
     env.close()
     if not bool(finished.all()):
         raise RuntimeError(f"evaluation: episodes did not end within {max_steps} steps")
-    per_game = returns.reshape(games, agents)
+    if render:
+        save_gif(frames, gif_path, env.metadata.get("render_fps", 30))
+    return PlayedEpisodes(
+        games, agents, names, owner, random_names, returns, lengths, terminated_first,
+        {name: (float(total), int(count)) for name, (total, count) in entropy_sums.items()
+         if entropy and int(count) > 0})
+
+
+def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
+             device: torch.device, *, seed: int | None = None,
+             random_policy: bool | str | list[str] = False, stochastic: bool = False,
+             gif_path: str | Path | None = None, max_steps: int = 100_000
+             ) -> dict[str, Any]:
+    """Play ``episodes`` episodes (games) and return their mean returns.
+
+    ``models``: policy name -> network (or the trainer's policy groups).
+    ``random_policy``: ``True`` plays uniform random actions for every slot; a policy
+    name (or list of names) only for those policies (e.g. trained taggers against
+    random runners). ``stochastic``: sample from the policies (PPO, A2C) instead of
+    playing their most likely action. Returns
+    ``{"episodes", "mean_return", "std_return", "mean_length", "policies": {name:
+    {"mean_return_per_agent", "mean_return_per_game"}}}`` (``mean_return`` is per slot
+    for single-agent envs: the usual episode return).
+    """
+    played = play_episodes(config, models, episodes, device, seed=seed,
+                           random_policy=random_policy, stochastic=stochastic,
+                           gif_path=gif_path, max_steps=max_steps)
+    returns, n = played.returns, played.returns.shape[0]
+    per_game = returns.reshape(played.games, played.agents)
     result: dict[str, Any] = {
-        "env": t.env, "episodes": games, "random_policies": sorted(random_names),
-        "stochastic": stochastic,
+        "env": config.trainer.env, "episodes": played.games,
+        "random_policies": sorted(played.random_names), "stochastic": stochastic,
         "mean_return": float(returns.mean()), "std_return": float(returns.std()) if n > 1
-        else 0.0, "mean_length": float(lengths.mean()), "policies": {}}
-    for k, name in enumerate(names):
-        ids = [i for i in range(agents) if int(owner[i]) == k]
+        else 0.0, "mean_length": float(played.lengths.mean()), "policies": {}}
+    for k, name in enumerate(played.names):
+        ids = [i for i in range(played.agents) if int(played.owner[i]) == k]
         result["policies"][name] = {
             "mean_return_per_agent": float(per_game[:, ids].mean()),
             "mean_return_per_game": float(per_game[:, ids].sum(1).mean())}
-    if render:
-        save_gif(frames, gif_path, env.metadata.get("render_fps", 30))
+    if gif_path is not None:
         result["gif"] = str(gif_path)
     return result
 

@@ -157,11 +157,16 @@ def choose_tile(obs_dim: int, hidden: tuple[int, ...], spec: ActionSpec,
 
 
 def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim: int,
-                   spec: ActionSpec, device: torch.device) -> list[str]:
-    """Why the fused kernels cannot run this policy (empty: they can)."""
+                   spec: ActionSpec, device: torch.device, masked: bool = False) -> list[str]:
+    """Why the fused kernels cannot run this policy (empty: they can). ``masked``: its
+    slots belong to a multi-agent env whose idle rows must weigh 0, which the kernels do
+    not do (the torch path does, :mod:`gpu_vecenv.train.masked`)."""
     from gpu_vecenv.backends import cuda_backend_problem
 
     reasons = []
+    if masked:
+        reasons.append("they do not mask the idle slots of a multi-agent env "
+                       "(info['active']); its policies train with torch ops")
     if device.type != "cuda":
         reasons.append(f"the device is {device.type}, not cuda")
     if algo != "ppo":

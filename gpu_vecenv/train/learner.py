@@ -7,7 +7,7 @@ in this order (rsl_rl's runner -> algorithm -> storage, CleanRL's ``ppo.py`` loo
     for step in range(learner.steps_per_iteration):        # the roll-out
         actions = learner.act(step, obs)                   # (N, D) -> (N, *A)
         ... env.step(actions) ...
-        learner.record(step, reward, terminated, done, final_obs)
+        learner.record(step, reward, terminated, done, final_obs[, active])
     if learner.ready(global_step + batch):                 # host integers only
         metrics = learner.update()                         # {name: device scalar}
 
@@ -48,10 +48,13 @@ class Learner(Protocol):
         """Actions ``(N, *A)`` for ``obs`` ``(N, D)`` at row ``step`` of the iteration."""
 
     def record(self, step: int, reward: torch.Tensor, terminated: torch.Tensor,
-               done: torch.Tensor, final_obs: torch.Tensor) -> None:
+               done: torch.Tensor, final_obs: torch.Tensor,
+               active: torch.Tensor | None = None) -> None:
         """What the env returned for the actions of row ``step``: ``(N,)`` each, and
         ``final_obs`` ``(N, D)`` (the true next observation, also where an episode
-        ended)."""
+        ended); ``active`` ``(N,)`` bool, a multi-agent env's ``info["active"]`` (which
+        slots' new observations are live), given exactly when the learner was built
+        ``masked``."""
 
     def ready(self, global_step: int) -> bool:
         """Whether to update after a roll-out that brought the run to ``global_step``."""
@@ -68,8 +71,12 @@ class Learner(Protocol):
 
 def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
                   spec: ActionSpec, num_slots: int, device: torch.device,
-                  generator: torch.Generator, fused: bool | None = None) -> Learner:
+                  generator: torch.Generator, fused: bool | None = None,
+                  masked: bool = False) -> Learner:
     """The learner of ``config``'s algorithm for ``num_slots`` slots.
+
+    ``masked``: the slots belong to a multi-agent env whose idle slots (``info["active"]``
+    False) must weigh nothing in the update (PPO and A2C; :mod:`gpu_vecenv.train.masked`).
 
     ``fused`` (``trainer.fused_kernels``): PPO's update through the fused CUDA kernels
     (``None``: where they apply; ``True``: required, else a ``ValueError`` says why not;
@@ -86,7 +93,13 @@ def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
         if fused:
             raise ValueError("trainer.fused_kernels=true, but they implement PPO's "
                              "update, not ddpg's")
-        return DDPGLearner(*args)
-    if fused_kernels_apply(fused, config, obs_dim, spec, device):
+        learner = DDPGLearner(*args)
+        if masked:  # no multi-agent env has Box actions yet
+            raise ValueError("ddpg does not mask the idle slots of a multi-agent env; use "
+                             "ppo or a2c")
+        return learner
+    if fused_kernels_apply(fused, config, obs_dim, spec, device, masked):
         return FusedPPOLearner(*args)
-    return PPOLearner(*args) if isinstance(config, PPOConfig) else A2CLearner(*args)
+    if isinstance(config, PPOConfig):
+        return PPOLearner(*args, masked=masked)
+    return A2CLearner(*args, masked=masked)

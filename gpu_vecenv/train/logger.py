@@ -18,17 +18,33 @@ from gpu_vecenv.train import distributed
 
 class EpisodeStats:
     """Per-slot running return and length; completed episodes are summed on the device
-    and read (one sync) by :meth:`read`. Shapes: ``(N,)`` per slot, ``()`` totals."""
+    and read (one sync) by :meth:`read`. Shapes: ``(N,)`` per slot, ``()`` totals.
 
-    def __init__(self, num_slots: int, device: torch.device):
+    ``masked`` (a multi-agent env): :meth:`update` takes the env's ``info["active"]``,
+    and the steps a slot spends idle (its agent left the game, which has not reset yet)
+    count in no episode's length.
+    """
+
+    def __init__(self, num_slots: int, device: torch.device, masked: bool = False):
         self.running_return = torch.zeros(num_slots, device=device)
         self.running_length = torch.zeros(num_slots, device=device)
         # [sum of returns, sum of lengths, episodes] since the last read
         self.totals = torch.zeros(3, device=device)
+        # whether each slot's current observation is live (all are after a reset)
+        self.live = torch.ones(num_slots, device=device) if masked else None
 
-    def update(self, reward: torch.Tensor, done: torch.Tensor) -> None:
+    def update(self, reward: torch.Tensor, done: torch.Tensor,
+               active: torch.Tensor | None = None) -> None:
+        """One env step: ``reward``, ``done`` ``(N,)``; ``active`` ``(N,)`` bool, which
+        slots' new observations are live (given exactly when ``masked``)."""
+        if (active is None) != (self.live is None):
+            raise ValueError("EpisodeStats.update: pass active exactly when masked")
         self.running_return += reward
-        self.running_length += 1.0
+        if self.live is None:
+            self.running_length += 1.0
+        else:
+            self.running_length += self.live
+            self.live.copy_(active)
         d = done.to(reward.dtype)
         self.totals += torch.stack([(self.running_return * d).sum(),
                                     (self.running_length * d).sum(), d.sum()])
@@ -47,13 +63,19 @@ class EpisodeStats:
                 "episodes": count}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return {"running_return": self.running_return.clone(),
-                "running_length": self.running_length.clone(), "totals": self.totals.clone()}
+        state = {"running_return": self.running_return.clone(),
+                 "running_length": self.running_length.clone(), "totals": self.totals.clone()}
+        if self.live is not None:
+            state["live"] = self.live.clone()
+        return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         self.running_return.copy_(state["running_return"])
         self.running_length.copy_(state["running_length"])
         self.totals.copy_(state["totals"])
+        if self.live is not None:  # checkpoints from before masking: all live
+            live = state.get("live")
+            self.live.copy_(live if live is not None else torch.ones_like(self.live))
 
 
 class IterationTimer:

@@ -4,6 +4,11 @@ Shapes: ``T`` roll-out steps, ``N`` envs (agent slots) of one policy, ``B`` a mi
 Everything here is tested against numbers worked out by hand in
 ``tests/train/test_losses.py``.
 
+Weights: the minibatch losses and statistics take optional ``weights`` ``(B,)``; with them a
+mean over the batch becomes ``sum(x * weights)`` (:func:`gpu_vecenv.train.masked.row_weights`
+makes weights that give the mean over live rows, idle multi-agent slots weighing 0).
+Without them they compute exactly the plain means.
+
 Truncation convention used throughout: a step's ``next_values`` is the value of the
 observation that *followed* the action, i.e. ``V(final_obs)`` where the episode ended on
 that step and ``V(obs_{t+1})`` elsewhere. ``terminated`` zeroes the bootstrap (the
@@ -76,6 +81,11 @@ def nstep_returns(
     return returns
 
 
+def weighted_mean(x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``x.mean()``, or ``(x * weights).sum()`` with ``weights`` (``x``'s shape)."""
+    return x.mean() if weights is None else (x * weights).sum()
+
+
 def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """``(a - mean) / (std + eps)`` over all elements (unbiased std)."""
     return (advantages - advantages.mean()) / (advantages.std() + eps)
@@ -86,9 +96,11 @@ def clipped_surrogate_loss(
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     clip_coef: float,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """PPO's clipped policy loss (to minimize):
-    ``mean(max(-A * r, -A * clip(r, 1 - eps, 1 + eps)))`` with ``r = exp(new - old)``.
+    ``mean(max(-A * r, -A * clip(r, 1 - eps, 1 + eps)))`` with ``r = exp(new - old)``
+    (weighted: see the module docstring).
 
     ``old_log_prob`` must be the log-probability stored at roll-out time, so that the
     ratio moves away from 1 after the first gradient step. Shapes: ``(B,)``; returns ``()``.
@@ -96,23 +108,25 @@ def clipped_surrogate_loss(
     ratio = torch.exp(new_log_prob - old_log_prob)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef)
-    return torch.max(unclipped, clipped).mean()
+    return weighted_mean(torch.max(unclipped, clipped), weights)
 
 
-def policy_gradient_loss(log_prob: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+def policy_gradient_loss(log_prob: torch.Tensor, advantages: torch.Tensor,
+                         weights: torch.Tensor | None = None) -> torch.Tensor:
     """A2C's policy loss ``-mean(A * log pi(a|s))`` (advantages carry no gradient)."""
-    return -(advantages.detach() * log_prob).mean()
+    return -weighted_mean(advantages.detach() * log_prob, weights)
 
 
 def ratio_statistics(
-    new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, clip_coef: float
+    new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, clip_coef: float,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(approx_kl, clip_fraction)``: the k3 estimator ``mean((r - 1) - log r)`` of
     KL(old || new) and the fraction of samples with ``|r - 1| > clip_coef``. ``()`` each."""
     log_ratio = new_log_prob - old_log_prob
     ratio = torch.exp(log_ratio)
-    approx_kl = ((ratio - 1.0) - log_ratio).mean()
-    clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+    approx_kl = weighted_mean((ratio - 1.0) - log_ratio, weights)
+    clip_fraction = weighted_mean(((ratio - 1.0).abs() > clip_coef).float(), weights)
     return approx_kl, clip_fraction
 
 
@@ -121,24 +135,26 @@ def value_loss(
     returns: torch.Tensor,
     old_values: torch.Tensor | None = None,
     clip_coef: float | None = None,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``0.5 * mean((V - R)^2)``; with ``clip_coef`` and ``old_values``, PPO's clipped
-    form ``0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2))``.
-    Shapes: ``(B,)``; returns ``()``."""
+    form ``0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2))`` (weighted:
+    see the module docstring). Shapes: ``(B,)``; returns ``()``."""
     unclipped = (new_values - returns) ** 2
     if clip_coef is None:
-        return 0.5 * unclipped.mean()
+        return 0.5 * weighted_mean(unclipped, weights)
     if old_values is None:
         raise ValueError("value_loss: clip_coef needs old_values")
     clipped_values = old_values + torch.clamp(new_values - old_values, -clip_coef, clip_coef)
     clipped = (clipped_values - returns) ** 2
-    return 0.5 * torch.max(unclipped, clipped).mean()
+    return 0.5 * weighted_mean(torch.max(unclipped, clipped), weights)
 
 
-def entropy_bonus(entropy: torch.Tensor) -> torch.Tensor:
+def entropy_bonus(entropy: torch.Tensor, weights: torch.Tensor | None = None
+                  ) -> torch.Tensor:
     """Mean entropy over the batch (``(B,)`` -> ``()``); subtracted, times its
     coefficient, from the loss."""
-    return entropy.mean()
+    return weighted_mean(entropy, weights)
 
 
 def ddpg_critic_target(

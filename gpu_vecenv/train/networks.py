@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from gpu_vecenv.train import distributed, distributions
+from gpu_vecenv.train import distributed, distributions, masked
 from gpu_vecenv.train.distributions import ActionSpec
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -57,12 +57,16 @@ class ObsNormalizer(nn.Module):
                            -self.clip, self.clip)
 
     @torch.no_grad()
-    def update(self, obs: torch.Tensor) -> None:
-        """Fold a batch ``(..., D)`` into the statistics."""
+    def update(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Fold a batch ``(..., D)`` into the statistics; with ``mask`` (``obs.shape[:-1]``,
+        1 = live, :mod:`gpu_vecenv.train.masked`) only its live rows."""
         if not self.enabled:
             return
         batch = obs.reshape(-1, obs.shape[-1])
-        if distributed.active():  # every rank folds in the same batch: all ranks' rows
+        if mask is not None:
+            batch_mean, batch_var, n = masked.mean_var(batch, mask.reshape(-1), dim=0,
+                                                       unbiased=False)
+        elif distributed.active():  # every rank folds in the same batch: all ranks' rows
             batch_mean, batch_var, n = distributed.mean_var(batch, dim=0, unbiased=False)
         else:
             batch_mean = batch.mean(0)

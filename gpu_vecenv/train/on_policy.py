@@ -8,6 +8,14 @@ then :meth:`~OnPolicyLearner.update`: :meth:`~OnPolicyLearner.advantages`, the
 algorithm's :meth:`~OnPolicyLearner.optimize` (:class:`gpu_vecenv.train.ppo.PPOLearner`,
 :class:`gpu_vecenv.train.a2c.A2CLearner`), the observation statistics. Nothing here
 reads a tensor value on the host.
+
+For a multi-agent env (``masked``) the rows of idle slots (an agent that left its game,
+waiting for the game's reset) weigh 0 in all of that: :mod:`gpu_vecenv.train.masked`.
+A row's flag is the env's ``info["active"]`` of the step that produced its observation,
+so the learner carries the last step's flags over to the next roll-out step (and in its
+checkpoint state). GAE needs no mask: a live row is never followed by an idle one
+without ``done`` in between (an agent leaves with ``terminated``), so idle rows never
+reach a live row's advantage.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import math
 
 import torch
 
-from gpu_vecenv.train import distributed, losses
+from gpu_vecenv.train import distributed, losses, masked
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
@@ -35,14 +43,18 @@ class OnPolicyLearner:
         num_slots: agent slots ``N`` of this policy.
         device: where everything lives.
         generator: the device generator that sampling (and PPO's shuffling) draws from.
+        masked: the env marks idle slots (``info["active"]``, multi-agent envs):
+            :meth:`record` takes them and their rows weigh 0.
     """
 
     fused = None
     """the fused kernels (:class:`gpu_vecenv.train.fused.FusedPPO`) where they run"""
 
     def __init__(self, config: PPOConfig | A2CConfig, obs_dim: int, spec: ActionSpec,
-                 num_slots: int, device: torch.device, generator: torch.Generator):
+                 num_slots: int, device: torch.device, generator: torch.Generator,
+                 masked: bool = False):
         self.config = config
+        self.masked = masked
         self.spec = spec
         self.device = device
         self.generator = generator
@@ -53,7 +65,9 @@ class OnPolicyLearner:
         # update can be captured into a CUDA graph and annealing still reaches it.
         self.optimizer = self.make_optimizer()
         self.storage = RolloutStorage(config.num_steps, num_slots, obs_dim, spec.action_shape,
-                                      spec.dtype, device)
+                                      spec.dtype, device, masked)
+        # Whether each slot's next observation is live (all are after a reset).
+        self._live = torch.ones(num_slots, dtype=torch.bool, device=device) if masked else None
         if spec.kind == "box":
             self._low = torch.tensor(spec.low, device=device)
             self._high = torch.tensor(spec.high, device=device)
@@ -85,9 +99,18 @@ class OnPolicyLearner:
         return action
 
     def record(self, step: int, reward: torch.Tensor, terminated: torch.Tensor,
-               done: torch.Tensor, final_obs: torch.Tensor) -> None:
-        """Store what the env returned for row ``step`` (``(N,)`` each, ``(N, D)``)."""
+               done: torch.Tensor, final_obs: torch.Tensor,
+               active: torch.Tensor | None = None) -> None:
+        """Store what the env returned for row ``step`` (``(N,)`` each, ``(N, D)``);
+        ``active`` ``(N,)`` bool: which slots' new observations are live (a masked
+        learner's ``info["active"]``; required there, refused elsewhere)."""
         s = self.storage
+        if (active is None) == self.masked:
+            raise ValueError("record: pass active (info['active']) exactly when the learner "
+                             f"is masked (masked={self.masked})")
+        if active is not None:
+            s.mask[step].copy_(self._live)
+            self._live.copy_(active)
         s.rewards[step].copy_(reward)
         s.terminated[step].copy_(terminated)
         s.done[step].copy_(done)
@@ -105,9 +128,13 @@ class OnPolicyLearner:
         metrics = self.optimize(values, advantages, returns)
         # Statistics move only after the update, so the log-probs stored during the
         # roll-out and the first epoch's log-probs use the same normalisation.
-        self.model.normalizer.update(self.storage.obs)
+        mask = self.storage.mask
+        self.model.normalizer.update(self.storage.obs, mask)
         with torch.no_grad():
-            if distributed.active():  # over all ranks' samples
+            if mask is not None:
+                explained = masked.explained_variance(returns, values, mask)
+                metrics["live_fraction"] = mask.mean()
+            elif distributed.active():  # over all ranks' samples
                 explained = 1.0 - (distributed.mean_var(returns - values)[1]
                                    / (distributed.mean_var(returns)[1] + 1e-8))
             else:
@@ -118,7 +145,8 @@ class OnPolicyLearner:
 
     def advantages(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(values, advantages, returns)`` of the stored roll-out, ``(T, N)`` each:
-        GAE(lambda) over the (scaled) rewards, bootstrapping from ``final_obs``."""
+        GAE(lambda) over the (scaled) rewards, bootstrapping from ``final_obs`` (where an
+        episode was truncated, only with ``bootstrap_truncated``)."""
         c, s = self.config, self.storage
         with torch.no_grad():
             # Values are computed for the whole roll-out at once, after it, instead of
@@ -127,8 +155,15 @@ class OnPolicyLearner:
             next_values = self.model.value(s.flat(s.final_obs)).reshape(s.rewards.shape)
             rewards = s.rewards * c.reward_scale if c.reward_scale != 1.0 else s.rewards
             advantages, returns = losses.gae_advantages(
-                rewards, values, next_values, s.terminated, s.done, c.gamma, c.gae_lambda)
+                rewards, values, next_values, self.no_bootstrap(), s.done, c.gamma,
+                c.gae_lambda)
         return values, advantages, returns
+
+    def no_bootstrap(self) -> torch.Tensor:
+        """``(T, N)`` bool: the rows whose target does not bootstrap from ``final_obs``:
+        terminated ones, and with ``bootstrap_truncated`` false every episode end."""
+        s = self.storage
+        return s.terminated if self.config.bootstrap_truncated else s.done
 
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -151,8 +186,16 @@ class OnPolicyLearner:
     # -- checkpoints --
 
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self._live is not None:
+            state["live"] = self._live.clone()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self._live is not None:
+            # Checkpoints from before masking: every slot counts as live until it
+            # leaves (at most one roll-out of idle rows is counted).
+            live = state.get("live")
+            self._live.copy_(live if live is not None else torch.ones_like(self._live))

@@ -91,7 +91,8 @@ def slot_assignment(config: Config, env) -> dict[str, list[int] | None]:
 def build_groups(config: Config, env, device: torch.device, generator: torch.Generator
                  ) -> list[PolicyGroup]:
     """A learner per policy, its slots and episode statistics. Call after seeding torch:
-    network initialisation draws from torch's global generator."""
+    network initialisation draws from torch's global generator. A multi-agent env's
+    learners and statistics are ``masked``: they take the env's ``info["active"]``."""
     spec = ActionSpec.from_space(env.single_action_space)
     obs_shape = env.single_observation_space.shape
     if obs_shape is None or len(obs_shape) != 1:
@@ -100,7 +101,9 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
     obs_dim = int(obs_shape[0])
     assignment = slot_assignment(config, env)
     num_slots = env.num_envs
-    agents_per_game = 1 if assignment.get("default", []) is None else len(agent_roles(env))
+    # A multi-agent env marks idle slots (info["active"]): its learners weigh them 0.
+    multi_agent = assignment.get("default", []) is not None
+    agents_per_game = len(agent_roles(env)) if multi_agent else 1
     games = num_slots // agents_per_game
     groups = []
     for name, ids in assignment.items():
@@ -111,8 +114,9 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
                      + torch.tensor(ids, device=device).unsqueeze(0)).reshape(-1)
             n = slots.shape[0]
         learner = build_learner(config.policy_config(name), obs_dim, spec, n, device,
-                                generator, config.trainer.fused_kernels)
-        groups.append(PolicyGroup(name, slots, learner, EpisodeStats(n, device)))
+                                generator, config.trainer.fused_kernels, masked=multi_agent)
+        groups.append(PolicyGroup(name, slots, learner,
+                                  EpisodeStats(n, device, masked=multi_agent)))
     steps = {g.learner.steps_per_iteration for g in groups}
     if len(steps) > 1:
         raise ValueError("all policies must use the same num_steps (ppo, a2c) or "

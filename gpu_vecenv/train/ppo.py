@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from gpu_vecenv.train import distributed, losses
+from gpu_vecenv.train import distributed, losses, masked
 from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
@@ -23,21 +23,28 @@ STATISTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip
 def ppo_minibatch_loss(model: ActorCritic, c: PPOConfig, obs: torch.Tensor,
                        actions: torch.Tensor, old_log_probs: torch.Tensor,
                        advantages: torch.Tensor, returns: torch.Tensor,
-                       old_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                       old_values: torch.Tensor, mask: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO's loss on one minibatch (rows already gathered: ``(B, D)``, ``(B, *A)``,
     ``(B,)`` ...) and its detached :data:`STATISTICS` ``(6,)``: loss, policy loss, value
-    loss, entropy, approx KL, clip fraction."""
+    loss, entropy, approx KL, clip fraction. With ``mask`` ``(B,)`` (1 = live, 0 = an
+    idle multi-agent slot) every mean and the advantage normalisation are over the live
+    rows only (:mod:`gpu_vecenv.train.masked`)."""
     log_prob, entropy, value = model.evaluate(obs, actions)
-    if c.norm_adv:
+    weights = None if mask is None else masked.row_weights(mask)
+    if c.norm_adv and mask is not None:
+        advantages = masked.normalize_advantages(advantages, mask)  # over all ranks
+    elif c.norm_adv:
         advantages = distributed.normalize_advantages(advantages)  # over all ranks
     policy_loss = losses.clipped_surrogate_loss(log_prob, old_log_probs, advantages,
-                                                c.clip_coef)
+                                                c.clip_coef, weights)
     v_loss = losses.value_loss(value, returns, old_values,
-                               c.clip_coef if c.clip_vloss else None)
-    entropy_mean = losses.entropy_bonus(entropy)
+                               c.clip_coef if c.clip_vloss else None, weights)
+    entropy_mean = losses.entropy_bonus(entropy, weights)
     loss = policy_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
     with torch.no_grad():
-        kl, clip_fraction = losses.ratio_statistics(log_prob, old_log_probs, c.clip_coef)
+        kl, clip_fraction = losses.ratio_statistics(log_prob, old_log_probs, c.clip_coef,
+                                                    weights)
         stats = torch.stack([loss, policy_loss, v_loss, entropy_mean, kl, clip_fraction])
     return loss, stats.detach()
 
@@ -61,7 +68,7 @@ class PPOLearner(OnPolicyLearner):
     """
 
     def __init__(self, config: PPOConfig, obs_dim: int, spec: ActionSpec, num_slots: int,
-                 device: torch.device, generator: torch.Generator):
+                 device: torch.device, generator: torch.Generator, masked: bool = False):
         batch = num_slots * config.num_steps
         minibatch = batch // config.num_minibatches
         if minibatch < 1 or (minibatch < 2 and config.norm_adv):
@@ -71,7 +78,7 @@ class PPOLearner(OnPolicyLearner):
                 f"gives minibatches of {minibatch} sample(s); need at least "
                 f"{2 if config.norm_adv else 1}{' with norm_adv' if config.norm_adv else ''}: "
                 "use fewer minibatches, more envs or more steps")
-        super().__init__(config, obs_dim, spec, num_slots, device, generator)
+        super().__init__(config, obs_dim, spec, num_slots, device, generator, masked)
 
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -81,6 +88,7 @@ class PPOLearner(OnPolicyLearner):
         obs, actions = s.flat(s.obs), s.flat(s.actions)
         old_log_probs, old_values = s.flat(s.log_probs), values.reshape(-1)
         advantages, returns = advantages.reshape(-1), returns.reshape(-1)
+        mask = None if s.mask is None else s.flat(s.mask)
         batch = obs.shape[0]
         minibatch = max(1, batch // c.num_minibatches)
         totals = torch.zeros(6, device=self.device)
@@ -92,7 +100,8 @@ class PPOLearner(OnPolicyLearner):
                 idx = order[start:start + minibatch]
                 loss, stats = ppo_minibatch_loss(self.model, c, obs[idx], actions[idx],
                                                  old_log_probs[idx], advantages[idx],
-                                                 returns[idx], old_values[idx])
+                                                 returns[idx], old_values[idx],
+                                                 None if mask is None else mask[idx])
                 self.step(loss)
                 totals += stats
                 epoch_kl += stats[4] / c.num_minibatches

@@ -18,15 +18,15 @@ from gpu_vecenv.train.ppo import PPOLearner, ppo_metrics
 
 
 def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_dim: int,
-                        spec: ActionSpec, device: torch.device) -> bool:
+                        spec: ActionSpec, device: torch.device, masked: bool = False) -> bool:
     """Whether a policy runs on the fused kernels (``trainer.fused_kernels`` is
     ``wanted``: ``None`` = where they apply; ``True`` = they must, else a ``ValueError``
-    says why not)."""
+    says why not). ``masked``: the policy's slots have idle rows to weigh 0."""
     if wanted is False:
         return False
     algo = "ppo" if isinstance(config, PPOConfig) else "a2c"
     blockers = fused_blockers(algo, tuple(config.hidden_sizes), config.activation, obs_dim,
-                              spec, device)
+                              spec, device, masked)
     if blockers and wanted:
         raise ValueError("trainer.fused_kernels=true, but " + "; ".join(blockers))
     return not blockers
@@ -72,7 +72,7 @@ class FusedPPOLearner(PPOLearner):
         rewards = s.rewards * c.reward_scale if c.reward_scale != 1.0 else s.rewards
         self.fused.values(s.flat(s.obs), b["values"].view(-1))
         self.fused.values(s.flat(s.final_obs), b["next_values"].view(-1))
-        self.fused.gae(rewards, b["values"], b["next_values"], s.terminated, s.done,
+        self.fused.gae(rewards, b["values"], b["next_values"], self.no_bootstrap(), s.done,
                        c.gamma, c.gae_lambda, b["advantages"], b["returns"])
         return b["values"], b["advantages"], b["returns"]
 

@@ -4,12 +4,16 @@ resumed run may change.
 A run writes ``config.yaml``, ``metrics.jsonl``, ``tensorboard/``, ``checkpoints/`` and
 ``eval.json``. A new run refuses a directory that already holds a run unless told to
 overwrite it; a resumed run loads ``checkpoints/latest.pt`` and must have the config that
-wrote it, except for the keys in :data:`RESUMABLE_CHANGES`.
+wrote it, except for the keys in :data:`RESUMABLE_CHANGES`. Before it resumes, what a
+kill can leave behind is tidied: temporary checkpoint files, and a last line of
+``metrics.jsonl`` cut off mid-write (dropped, with a warning).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +45,19 @@ RESUMABLE_CHANGES = {
 
 RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "eval.json", "checkpoints", "tensorboard")
 """What a run writes into its directory: all that :func:`clear_outputs` deletes."""
+
+
+def check_usable(run_dir: Path, new_run: bool) -> None:
+    """Refuse (``ValueError``) a ``run_dir`` that is a file or lies under one; for a
+    ``new_run`` also one that holds a run (:func:`check_free`)."""
+    for path in (run_dir, *run_dir.parents):
+        if path.exists() and not path.is_dir():
+            inside = "" if path == run_dir else f" ({run_dir} would be inside it)"
+            raise ValueError(f"run directory {run_dir}: {path} is a file, not a directory"
+                             f"{inside}; give --run-dir (trainer.run_dir) a directory, "
+                             "new or a run's")
+    if new_run:
+        check_free(run_dir)
 
 
 def check_free(run_dir: Path) -> None:
@@ -79,6 +96,45 @@ def checkpoint_to_resume(run_dir: Path) -> Path:
         if has_logged_rows(run_dir):
             raise NoCheckpointYet(str(exc)) from None
         raise
+
+
+def prepare_resume(run_dir: Path, tidy: bool = True) -> Path:
+    """The checkpoint to resume from (:func:`checkpoint_to_resume`); with ``tidy`` (one
+    process of a data-parallel run: rank 0) first what a killed run left in ``run_dir``
+    is tidied: temporary checkpoint files, a torn last line of ``metrics.jsonl``."""
+    path = checkpoint_to_resume(run_dir)
+    if not tidy:
+        return path
+    ckpt.remove_stale_temp_files(path.parent)
+    dropped = drop_torn_last_row(run_dir / "metrics.jsonl")
+    if dropped is not None:
+        warnings.warn(f"{run_dir / 'metrics.jsonl'}: dropped its last line, cut off "
+                      f"mid-write when the run stopped ({dropped!r})", stacklevel=3)
+    return path
+
+
+def drop_torn_last_row(metrics: Path) -> str | None:
+    """Remove the last line of ``metrics`` (JSON lines) if it is not a whole JSON row
+    (a write cut short by a kill) and return it; ``None`` if there is none. A bad line
+    before the last is not from a kill: a ``ValueError`` naming the file and line."""
+    if not metrics.is_file():
+        return None
+    data = metrics.read_bytes()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the file ends with a newline, as every whole row does
+    for number, line in enumerate(lines, 1):
+        try:
+            json.loads(line) if line.strip() else None
+        except ValueError as exc:
+            if number < len(lines):
+                raise ValueError(f"{metrics} line {number} is not a JSON row ({exc}); "
+                                 "fix or delete that line to resume") from None
+            metrics.write_bytes(b"".join(kept + b"\n" for kept in lines[:-1]))
+            return line.decode("utf-8", "replace")
+    if data and not data.endswith(b"\n"):  # a whole row, cut before its newline
+        metrics.write_bytes(data + b"\n")
+    return None
 
 
 def check_compatible(saved: dict[str, Any], config: Config, path: Path) -> None:

@@ -16,11 +16,14 @@ class RolloutStorage:
     ``log_probs``/``rewards`` ``(T, N)`` float32; ``terminated``/``done`` ``(T, N)`` bool.
     ``final_obs[t]`` is the observation that followed ``actions[t]``: the last one of
     the episode where it ended at ``t`` (the env's ``info["final_obs"]``).
+    With ``masked`` (a multi-agent env), ``mask`` ``(T, N)`` float32 is 1 where row ``t``
+    of a slot is a sample of its game and 0 where the slot was idle when ``obs[t]`` was
+    observed (:mod:`gpu_vecenv.train.masked`); else ``mask`` is ``None``.
     """
 
     def __init__(self, num_steps: int, num_slots: int, obs_dim: int,
                  action_shape: tuple[int, ...], action_dtype: torch.dtype,
-                 device: torch.device):
+                 device: torch.device, masked: bool = False):
         t, n = num_steps, num_slots
         self.num_steps, self.num_slots = t, n
         self.obs = torch.zeros((t, n, obs_dim), device=device)
@@ -30,6 +33,7 @@ class RolloutStorage:
         self.rewards = torch.zeros((t, n), device=device)
         self.terminated = torch.zeros((t, n), dtype=torch.bool, device=device)
         self.done = torch.zeros((t, n), dtype=torch.bool, device=device)
+        self.mask = torch.ones((t, n), device=device) if masked else None
 
     def flat(self, tensor: torch.Tensor) -> torch.Tensor:
         """``(T, N, ...)`` -> ``(T*N, ...)`` (a view)."""

@@ -39,6 +39,7 @@ from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import distributed, run_directory
 from gpu_vecenv.train.config import ALGO_CONFIGS, Config
 from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
+from gpu_vecenv.train.divergence import blame_divergence, check_finite
 from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
 from gpu_vecenv.train.logger import IterationTimer, MetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
@@ -136,8 +137,8 @@ class Trainer:
         run_dir = Path(t.run_dir) if t.run_dir else Path("runs") / (
             f"{env_name}__{t.algo}__{t.seed}__{datetime.now():%Y%m%d-%H%M%S}")
         self.run_dir = Path(distributed.broadcast_object(str(run_dir)))  # rank 0's name
-        if not resume and not overwrite and self.rank == 0:
-            run_directory.check_free(self.run_dir)
+        if self.rank == 0:
+            run_directory.check_usable(self.run_dir, new_run=not resume and not overwrite)
         if t.num_envs_global is not None:  # the global batch, split over the ranks
             if t.num_envs == "auto":
                 raise ValueError("trainer.num_envs_global and trainer.num_envs=auto: give "
@@ -183,7 +184,7 @@ class Trainer:
         self.saved_step: int | None = None
         self._interrupt: InterruptRequest | None = None  # while run() runs
         if resume:
-            self._load(run_directory.checkpoint_to_resume(self.run_dir))
+            self._load(run_directory.prepare_resume(self.run_dir, tidy=self.rank == 0))
         self.phases = iteration_phases(
             self._collect, self._update, self.generator, self.device, t.cuda_graphs,
             getattr(self.env, "backend_name", "?"),
@@ -241,7 +242,8 @@ class Trainer:
         requested = 0  # the signal to stop for (of any rank, in a data-parallel run)
         agreement = StopAgreement(self.device, self.distributed)
         with InterruptRequest(quiet=self.rank > 0) as interrupt, \
-                self._outputs() as (writer, progress):
+                self._outputs() as (writer, progress), \
+                blame_divergence(self.groups, lambda: f"at step {self.global_step:,}"):
             self._interrupt = interrupt
             timer = IterationTimer(self.global_step, self._sync if t.sync_timing else None)
             while self.iteration < self.num_iterations and not requested:
@@ -304,10 +306,12 @@ class Trainer:
                 join_actions(self.groups, actions, self._joint_actions))
             done = terminated | truncated
             final_obs = info["final_obs"]
+            active = info.get("active")  # multi-agent envs: False for idle slots
             for g in self.groups:
                 r, d = g.select(reward), g.select(done)
-                g.learner.record(step, r, g.select(terminated), d, g.select(final_obs))
-                g.stats.update(r, d)
+                live = None if active is None else g.select(active)
+                g.learner.record(step, r, g.select(terminated), d, g.select(final_obs), live)
+                g.stats.update(r, d, live)
             self.obs = obs
 
     def _update(self) -> dict[str, dict[str, torch.Tensor]]:
@@ -394,8 +398,9 @@ class Trainer:
         # Wait for the device by polling: a rank whose peer died stays able to take a
         # signal here (instead of blocking in CUDA for ever).
         wait_for_device(self.device, self._interrupt)
-        # Invalid actions (e.g. NaN from a diverged network) freeze envs on the device;
-        # report them here, where the row's read syncs anyway.
+        # A diverged network (NaN weights) makes NaN actions, which the env refuses; say
+        # which it is, here where the row's read syncs anyway.
+        check_finite(self.groups, metrics, f"at step {self.global_step:,}")
         check_errors = getattr(self.env, "check_errors", None)
         if check_errors is not None:
             check_errors()
@@ -451,6 +456,7 @@ class Trainer:
         payload = ckpt.load_checkpoint(path, self.device)
         run_directory.check_compatible(payload["config"], self.config, path)
         payload = ckpt.rank_payload(payload, path, self.rank, self.world_size, self.device)
+        ckpt.check_batch(payload["counters"], self.batch, path)
         try:
             for g in self.groups:
                 g.learner.load_state_dict(payload["policies"][g.name])
@@ -459,13 +465,14 @@ class Trainer:
             torch.set_rng_state(payload["rng"]["torch"].cpu())
             if payload["env"]["state"]:
                 self.env.set_state(payload["env"]["state"])
-            self.obs = payload["env"]["obs"].to(self.device)
+            self.obs = ckpt.fitted(payload["env"]["obs"], self.obs, "env.obs")
             # Checkpoints from before stop_at_return have no windows: they start empty.
             for name, rows in payload.get("return_windows", {}).items():
                 self.return_windows[name].load(rows)
-        except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+        except (KeyError, IndexError, AttributeError, RuntimeError, ValueError, TypeError
+                ) as exc:
             raise ckpt.CheckpointError(f"checkpoint {path} does not fit this run: "
-                                       f"{str(exc).splitlines()[0][:300]}") from None
+                                       f"{ckpt.first_line(exc, 300)}") from None
         self.iteration = int(payload["counters"]["iteration"])
         self.global_step = int(payload["counters"]["global_step"])
         self.resumed_from = self.saved_step = self.global_step

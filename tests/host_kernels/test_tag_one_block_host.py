@@ -51,6 +51,7 @@ def emulated_tag(tmp_path_factory) -> Path:
     return exe
 
 
+@pytest.mark.slow  # up to 70 agents, a std::thread each: 10-75 s per case on 2 cores
 @pytest.mark.parametrize("mode", [0, 1, 2], ids=["next_step", "same_step", "disabled"])
 @pytest.mark.parametrize("staged", [0, 1], ids=["unstaged", "staged"])
 def test_one_launch_step_equals_phase_per_launch(emulated_tag, tmp_path, mode, staged):
@@ -74,7 +75,8 @@ HELPED = [  # games, agents, taggers, K, mode, staged, ties, phased
 
 
 @pytest.mark.parametrize(("games", "agents", "taggers", "k", "mode", "staged", "ties",
-                          "phased"), HELPED)
+                          "phased"), [  # 33 agents or more: 30-130 s each on 2 cores
+    pytest.param(*case, marks=pytest.mark.slow) if case[1] >= 33 else case for case in HELPED])
 def test_scan_helpers_change_nothing(emulated_tag, tmp_path, games, agents, taggers, k, mode,
                                      staged, ties, phased):
     """Odd and even A, K below kMax and K = A - 1, tied distances (``ties``: agents on a

@@ -162,6 +162,7 @@ def test_dense_draws_equal_compact_draws(name, mode, monkeypatch):
     _run_pair(compact, dense, steps=120, seed=7)
 
 
+@pytest.mark.slow  # torch.compile builds C++ for each: a minute or more on 2 cores
 @pytest.mark.parametrize("name", ["cartpole", "pendulum", "mountain_car"])
 def test_compiled_draws_equal_eager(name):
     """``torch_compile=True`` (a compiled Philox) gives the eager bits."""

@@ -224,6 +224,49 @@ def test_own_role_feature_can_be_turned_off():
     assert observe(q, game(x=[1, 2, 3], y=[1, 2, 3]))[0].shape == (3, 15)
 
 
+def test_own_state_feature_by_hand():
+    """``observe_own_state``: x/L, y/L, cos, sin of the direction and speed/max_speed of
+    the observing agent, after the time and before the own role; zeros out of the game.
+    The Δ features alone cannot say which way an agent faces or where the edges are."""
+    p = TagParams(num_taggers=1, num_runners=2, observe_own_state=True, **OBS)
+    assert p.obs_dim == 7 * 2 + 1 + 5 + 1
+    s = game(x=[1.0, 3.0, 6.0], y=[2.0, 5.0, 9.0], speed=[0.5, 1.0, 0.0],
+             direction=[0.0, math.pi / 2, math.pi], in_game=[1, 1, 0], t=1)
+    obs = observe(p, s)[0]
+    own = torch.tensor([[1.0 / 10, 2.0 / 10, 1.0, 0.0, 0.5 / F32(2.0 + 1e-10)],
+                        [3.0 / 10, 5.0 / 10, math.cos(F32(math.pi / 2)),
+                         math.sin(F32(math.pi / 2)), 1.0 / F32(2.0 + 1e-10)],
+                        [0.0] * 5])
+    torch.testing.assert_close(obs[:, 15:20], own)
+    assert obs[0, 14] == 0.25 and obs[0, 20] == 1.0 and obs[1, 20] == 0.0  # time, roles
+    plain = observe(TagParams(num_taggers=1, num_runners=2, **OBS), s)[0]
+    torch.testing.assert_close(obs[:, :15], plain[:, :15], rtol=0, atol=0)
+    from gpu_vecenv.envs.tag import check_kernel_params
+
+    with pytest.raises(ValueError, match="torch backend only"):
+        check_kernel_params(p)
+
+
+def test_egocentric_positions_by_hand():
+    """``egocentric``: Δx, Δy of the others in the observer's frame (x ahead, y to its
+    left); the other features are unchanged."""
+    p = TagParams(num_taggers=1, num_runners=2, egocentric=True, **OBS)
+    # Agent 0 faces north (π/2): agent 1 straight ahead, agent 2 to its right.
+    s = game(x=[5.0, 5.0, 7.0], y=[5.0, 8.0, 5.0], direction=[math.pi / 2, 0.0, 0.0])
+    obs = observe(p, s)[0]
+    pos = F32(math.sqrt(2)) * F32(10.0)
+    torch.testing.assert_close(obs[0, 0:4], torch.tensor([3.0, 0.0, 0.0, -2.0]) / pos,
+                               atol=1e-6, rtol=0)
+    # Agent 1 faces east (0): its frame is the field's.
+    plain = observe(TagParams(num_taggers=1, num_runners=2, **OBS), s)[0]
+    torch.testing.assert_close(obs[1], plain[1], rtol=0, atol=0)
+    torch.testing.assert_close(obs[:, 4:], plain[:, 4:], rtol=0, atol=0)
+    from gpu_vecenv.envs.tag import check_kernel_params
+
+    with pytest.raises(ValueError, match="torch backend only"):
+        check_kernel_params(p)
+
+
 def test_partial_observation_orders_by_distance_skips_the_out_and_pads():
     p = TagParams(num_taggers=1, num_runners=4, use_full_observation=False,
                   num_other_agents_observed=3, **OBS)
@@ -255,7 +298,8 @@ def test_observations_stay_in_the_space_over_a_rollout():
 
     for full in (True, False):
         env = make_tag(8, device="cpu", num_runners=6, tagging_distance=0.05,
-                       skill_level_runner=1.5, use_full_observation=full)
+                       skill_level_runner=1.5, use_full_observation=full,
+                       observe_own_state=not full)
         obs, _ = env.reset(seed=5)
         env.action_space.seed(5)
         for _ in range(60):

@@ -25,17 +25,19 @@ def _config(run_dir, *overrides, **trainer):
 
 def test_atomic_write_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
     path = tmp_path / "c.pt"
-    ckpt.save_checkpoint({"config": {}, "counters": {"a": 1}, "policies": {}}, path)
-    assert ckpt.load_checkpoint(path)["counters"] == {"a": 1}
+    first = {"iteration": 1, "global_step": 8}
+    ckpt.save_checkpoint({"config": {}, "counters": first, "policies": {}}, path)
+    assert ckpt.load_checkpoint(path)["counters"] == first
 
     def broken_replace(src, dst):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
-        ckpt.save_checkpoint({"config": {}, "counters": {"a": 2}, "policies": {}}, path)
+        ckpt.save_checkpoint({"config": {}, "counters": {"iteration": 2, "global_step": 16},
+                              "policies": {}}, path)
     monkeypatch.undo()
-    assert ckpt.load_checkpoint(path)["counters"] == {"a": 1}
+    assert ckpt.load_checkpoint(path)["counters"] == first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]  # no temp file left
 
 

@@ -188,10 +188,12 @@ def test_stop_at_return_is_validated(value, message):
 
 def test_every_registered_env_has_a_valid_shipped_config():
     assert set(ENVS) <= set(PRESETS), f"no shipped config for {set(ENVS) - set(PRESETS)}"
+    alternatives = {"tag_cpu.yaml"}  # a smaller game of an env whose default is another
     for path in list_presets():
         config = load_config(path)
         assert isinstance(config, Config)
-        assert default_config_path(config.trainer.env, config.trainer.algo) == path
+        default = default_config_path(config.trainer.env, config.trainer.algo)
+        assert default == path or (path.name in alternatives and default in list_presets())
 
 
 def test_cuda_graphs_required_on_the_cpu_is_a_clear_error(tmp_path):

@@ -7,6 +7,7 @@ clearly within a short run.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from gpu_vecenv.train import A2CConfig, DDPGConfig, PPOConfig, evaluate, train
@@ -53,6 +54,7 @@ def test_a2c_improves_on_cartpole(tmp_path):
     assert result.evaluation["mean_return"] >= 100.0, result.evaluation
 
 
+@pytest.mark.slow  # 24,000 steps of DDPG: 20-50 s on 2 cores
 def test_ddpg_improves_on_pendulum(tmp_path):
     config = DDPGConfig(learning_starts=1600, gradient_steps=2, batch_size=128,
                         hidden_sizes=(64, 64), gamma=0.98, buffer_size=20_000)

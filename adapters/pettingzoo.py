@@ -1,4 +1,5 @@
-"""One game of Tag as a plain PettingZoo ``ParallelEnv`` with numpy values.
+"""One game of a multi-agent env (Tag, or one you registered) as a plain PettingZoo
+``ParallelEnv`` with numpy values: :class:`OneGameParallelEnv`.
 
 For tools that expect PettingZoo's usual contract (``parallel_api_test``, SuperSuit,
 most MARL libraries): one game, numpy observations, Python rewards and flags, and
@@ -33,11 +34,13 @@ from gymnasium.vector import AutoresetMode
 from gpu_vecenv.actions import ActionChecker
 
 
-class TagParallelEnv(ParallelEnv):
-    """One game of ``env_id`` (``"GPUTag-v0"`` or ``"GPUTagGrid-v0"``), numpy in and out.
+class OneGameParallelEnv(ParallelEnv):
+    """One game of the multi-agent env ``env_id``, numpy in and out. Agents are named
+    ``<role>_<i>`` after the env's roles (Tag: ``tagger_0 …``, ``runner_0 …``);
+    ``infos[agent]["role"]`` is the agent's role.
 
     Args:
-        env_id: the registered id.
+        env_id: a registered multi-agent id (``"GPUTag-v0"``, ``"GPUTagGrid-v0"``, yours).
         render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (a window).
         device: torch device of the underlying env (default ``"cpu"``).
         backend: ``"torch"`` (default) or ``"cuda"``.
@@ -137,6 +140,6 @@ class TagParallelEnv(ParallelEnv):
         self._vec.close()
 
 
-def parallel_env(env_id: str = "GPUTag-v0", **kwargs: Any) -> TagParallelEnv:
+def parallel_env(env_id: str = "GPUTag-v0", **kwargs: Any) -> OneGameParallelEnv:
     """One game of ``env_id`` as a numpy PettingZoo ``ParallelEnv``."""
-    return TagParallelEnv(env_id, **kwargs)
+    return OneGameParallelEnv(env_id, **kwargs)

@@ -19,7 +19,8 @@ Usage::
 Shapes (``n = num_envs``): ``"observation"`` ``(n, obs_dim)`` float32, ``"action"``
 ``(n,)`` int64 (Discrete), ``(n, d)`` int64 (MultiDiscrete) or ``(n, d)`` float32 (Box),
 ``"reward"`` ``(n, 1)`` float32, ``"done"`` / ``"terminated"`` / ``"truncated"`` ``(n, 1)``
-bool. Multi-agent Tag: :class:`TorchRLTagEnv` (agents grouped by team, ``batch_size=[G]``).
+bool. A multi-agent env (Tag, or one you registered): :class:`TorchRLMultiAgentEnv` (agents
+grouped by role, ``batch_size=[G]``).
 """
 
 from __future__ import annotations
@@ -164,19 +165,20 @@ def _make_or_check(env: Any, num_envs: int | None, make_kwargs: dict[str, Any]):
     return env
 
 
-class TorchRLTagEnv(EnvBase):
-    """Tag (``GPUTag-v0`` / ``GPUTagGrid-v0``) as a TorchRL multi-agent env, agents grouped
-    by team, ``batch_size=[num_games]``.
+class TorchRLMultiAgentEnv(EnvBase):
+    """A multi-agent env (``GPUTag-v0``, ``GPUTagGrid-v0`` or any registered multi-agent id)
+    as a TorchRL multi-agent env, agents grouped by role, ``batch_size=[num_games]``.
 
-    Keys (``G`` games, ``T`` taggers, ``R`` runners): ``("tagger", "observation")``
-    ``(G, T, obs_dim)``, ``("tagger", "action")`` ``(G, T, ...)``, ``("tagger", "reward")``
-    ``(G, T, 1)``, ``("tagger", "active")`` ``(G, T, 1)`` bool (False once the agent left
-    the game), the same under ``"runner"``; ``"done"`` / ``"terminated"`` / ``"truncated"``
+    The groups are the env's roles in the order they first appear among its agents (Tag:
+    ``"tagger"``, then ``"runner"``). Keys (``G`` games, ``N`` agents of a role): for each
+    role ``(role, "observation")`` ``(G, N, obs_dim)``, ``(role, "action")`` ``(G, N,
+    ...)``, ``(role, "reward")`` ``(G, N, 1)``, ``(role, "active")`` ``(G, N, 1)`` bool
+    (False once the agent left the game); ``"done"`` / ``"terminated"`` / ``"truncated"``
     ``(G, 1)`` per game. ``"_reset"`` ``(G, 1)`` resets whole games.
 
     Args:
-        env_id: ``"GPUTag-v0"`` or ``"GPUTagGrid-v0"`` (made here in ``DISABLED``
-            autoreset mode), or a Tag vector env made in that mode.
+        env_id: a multi-agent id (made here in ``DISABLED`` autoreset mode), or a
+            multi-agent vector env made in that mode.
         num_games: ``G`` when ``env_id`` is an id (default 1).
         **make_kwargs: passed to ``gpu_vecenv.make_vec`` (device, backend, params, ...).
     """
@@ -184,26 +186,32 @@ class TorchRLTagEnv(EnvBase):
     def __init__(self, env_id: str | gym.vector.VectorEnv = "GPUTag-v0",
                  num_games: int | None = None, **make_kwargs: Any):
         env = _make_or_check(env_id, num_games, make_kwargs)
+        if not hasattr(env, "num_games"):
+            if isinstance(env_id, str):
+                env.close()
+            raise TypeError(f"{getattr(env, 'env_id', env_id)} is a single-agent env; use "
+                            f"TorchRLEnv")
         device = torch.device(env.device)
         G = env.num_games
         super().__init__(device=device, batch_size=torch.Size([G]))
         self.env = env
         roles = list(env.roles)
-        self.teams = {team: torch.tensor([i for i, r in enumerate(roles) if r == team],
-                                         dtype=torch.int64, device=device)
-                      for team in ("tagger", "runner")}
+        self.groups = {role: torch.tensor([i for i, r in enumerate(roles) if r == role],
+                                          dtype=torch.int64, device=device)
+                       for role in dict.fromkeys(roles)}
+        """Role -> the indices of its agents in a game."""
         self._num_agents = len(roles)
         obs, act = env.single_observation_space, env.single_action_space
         obs_specs, act_specs, rew_specs = {}, {}, {}
-        for team, index in self.teams.items():
+        for role, index in self.groups.items():
             shape = (G, len(index))
-            obs_specs[team] = Composite(
+            obs_specs[role] = Composite(
                 observation=space_to_spec(obs, shape, device),
                 active=Categorical(2, shape=(*shape, 1), dtype=torch.bool, device=device),
                 shape=shape, device=device)
-            act_specs[team] = Composite(action=space_to_spec(act, shape, device), shape=shape,
+            act_specs[role] = Composite(action=space_to_spec(act, shape, device), shape=shape,
                                         device=device)
-            rew_specs[team] = Composite(
+            rew_specs[role] = Composite(
                 reward=Unbounded(shape=(*shape, 1), dtype=torch.float32, device=device),
                 shape=shape, device=device)
         self.observation_spec = Composite(obs_specs, shape=(G,), device=device)
@@ -220,11 +228,11 @@ class TorchRLTagEnv(EnvBase):
         obs = obs.view(G, A, *obs.shape[1:])
         active = active.view(G, A, 1)
         out: dict[str, Any] = {}
-        for team, index in self.teams.items():
-            out[(team, "observation")] = obs[:, index]
-            out[(team, "active")] = active[:, index]
+        for role, index in self.groups.items():
+            out[(role, "observation")] = obs[:, index]
+            out[(role, "active")] = active[:, index]
             if reward is not None:
-                out[(team, "reward")] = reward.view(G, A, 1)[:, index]
+                out[(role, "reward")] = reward.view(G, A, 1)[:, index]
         return out
 
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
@@ -242,25 +250,25 @@ class TorchRLTagEnv(EnvBase):
         return self._pack(values)
 
     def _pack(self, values: dict[Any, Any]) -> TensorDictBase:
-        """``{("team", "key"): v, "key": v}`` as a TensorDict whose team entries are
-        sub-TensorDicts of batch size ``(G, team size)``."""
+        """``{("role", "key"): v, "key": v}`` as a TensorDict whose role entries are
+        sub-TensorDicts of batch size ``(G, agents of the role)``."""
         nested: dict[str, Any] = {}
         for key, value in values.items():
             if isinstance(key, tuple):
                 nested.setdefault(key[0], {})[key[1]] = value
             else:
                 nested[key] = value
-        for team, index in self.teams.items():
-            nested[team] = TensorDict(nested[team], batch_size=(self.env.num_games, len(index)),
+        for role, index in self.groups.items():
+            nested[role] = TensorDict(nested[role], batch_size=(self.env.num_games, len(index)),
                                       device=self.device)
         return TensorDict(nested, batch_size=self.batch_size, device=self.device)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         G, A = self.env.num_games, self._num_agents
-        first = tensordict.get(("tagger", "action"))
+        first = tensordict.get((next(iter(self.groups)), "action"))
         action = torch.empty((G, A, *first.shape[2:]), dtype=first.dtype, device=self.device)
-        for team, index in self.teams.items():
-            action[:, index] = tensordict.get((team, "action"))
+        for role, index in self.groups.items():
+            action[:, index] = tensordict.get((role, "action"))
         obs, reward, terminated, truncated, info = self.env.step(
             action.view(G * A, *action.shape[2:]))
         self._last = (obs, info["active"])
@@ -280,3 +288,6 @@ class TorchRLTagEnv(EnvBase):
             self.env.close()
         super().close(raise_if_closed=raise_if_closed)
 
+
+TorchRLTagEnv = TorchRLMultiAgentEnv
+"""The earlier name of :class:`TorchRLMultiAgentEnv` (documented, so kept)."""

@@ -3,7 +3,7 @@
 // in float32 (compile with -fmad=false). Constant sub-expressions that the reference folds
 // in double arrive here already folded and rounded to float32 by the Python binding; a
 // division by a constant is a multiplication by torch's float32 reciprocal (inv_span).
-#include "common/autoreset.cuh"
+#include "common/single_agent_kernels.cuh"
 #include "common/math.cuh"
 
 // The kernels' constants, in the order kernel_consts() in envs/acrobot.py packs them

@@ -4,7 +4,7 @@
 // Division by a constant is multiplication by a precomputed reciprocal (inv_total_mass):
 // that is what torch's CUDA kernels do for `tensor / python_float`, and the binding in
 // envs/cartpole.py (kernel_consts, with reciprocal()) rounds that reciprocal as torch does.
-#include "common/autoreset.cuh"
+#include "common/single_agent_kernels.cuh"
 
 // The kernels' constants, in the order kernel_consts() in envs/cartpole.py packs them
 // (GV_CONSTS, common/consts.cuh: the loader checks the two against each other).

@@ -1,6 +1,6 @@
 // MountainCar-v0 (Gymnasium), one thread per env. Mirrors envs/mountain_car.py operation by
 // operation in float32 (compile with -fmad=false).
-#include "common/autoreset.cuh"
+#include "common/single_agent_kernels.cuh"
 #include "common/math.cuh"
 
 // The kernels' constants, in the order kernel_consts() in envs/mountain_car.py packs them

@@ -1,7 +1,7 @@
 // MountainCarContinuous-v0 (Gymnasium), one thread per env. Mirrors
 // envs/mountain_car_continuous.py operation by operation in float32 (-fmad=false).
 // Any finite action is valid (it is clipped to [min_action, max_action]); NaN and +-inf are not.
-#include "common/autoreset.cuh"
+#include "common/single_agent_kernels.cuh"
 #include "common/math.cuh"
 
 // The kernels' constants, in the order kernel_consts() in envs/mountain_car_continuous.py packs them

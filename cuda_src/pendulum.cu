@@ -1,7 +1,7 @@
 // Pendulum-v1 (Gymnasium), one thread per env. Mirrors envs/pendulum.py operation by
 // operation in float32 (-fmad=false). Any finite action is valid (clipped to
 // [-max_torque, max_torque]); NaN and +-inf are not. Never terminates; truncated at 200.
-#include "common/autoreset.cuh"
+#include "common/single_agent_kernels.cuh"
 #include "common/math.cuh"
 
 // The kernels' constants, in the order kernel_consts() in envs/pendulum.py packs them

@@ -48,7 +48,7 @@ import torch
 
 from gpu_vecenv.definition import State, StateField
 from gpu_vecenv.device_constants import device_constant
-from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, MultiAgentVectorEnv, drawing
+from gpu_vecenv.multi_agent import GameStep, MultiAgentDefinition, drawing
 from gpu_vecenv.multi_agent.kernel_binding import GameKernelBinding, KernelConstant
 
 MOVES = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
@@ -277,14 +277,3 @@ DEFINITION = MultiAgentDefinition(
     render_frame=render_frame,
     kernel_binding=KERNEL_BINDING,
 )
-
-
-class TagGridVectorEnv(MultiAgentVectorEnv):
-    """``gymnasium.make_vec("GPUTagGrid-v0", num_games=G)``: ``G`` games, one slot per agent
-    (``env.num_envs == G * num_agents``). See :class:`MultiAgentVectorEnv` for kwargs."""
-
-    def __init__(self, num_envs: int = 1, **kwargs):
-        super().__init__(DEFINITION, num_envs, **kwargs)
-
-
-VECTOR_ENV = TagGridVectorEnv

@@ -23,11 +23,11 @@ from gpu_vecenv.action_sampling import ActionSampler
 from gpu_vecenv.actions import ActionChecker, InvalidActionError
 from gpu_vecenv.buffers import CAPTURING, OutputRing, StepOutputs
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL, DeferredErrors
-from gpu_vecenv.devices import resolve_device
+from gpu_vecenv.devices import usable_device
 from gpu_vecenv.human_window import HumanWindow
 from gpu_vecenv.pickling import PicklableVectorEnv
 from gpu_vecenv.rendering import check_render_mode
-from gpu_vecenv.reset_and_state import reseed, seed_tensor
+from gpu_vecenv.reset_arguments import reseed, seed_tensor
 
 
 def parse_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
@@ -72,7 +72,7 @@ class BaseVectorEnv(PicklableVectorEnv, gym.vector.VectorEnv):
         self.definition = definition
         self.params = params
         self.num_envs = int(num_envs)
-        self.device = resolve_device(device)
+        self.device = usable_device(device)
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.strict = (self.device.type == "cpu") if strict is None else bool(strict)
         self.copy = bool(copy)

@@ -375,11 +375,14 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     from gpu_vecenv.backends import cuda_backend_problem
-    from gpu_vecenv.devices import resolve_device
-    from gpu_vecenv.env_ids import ENVS, get_entry
+    from gpu_vecenv.devices import usable_device
+    from gpu_vecenv.env_ids import get_entry, is_single_agent, list_ids, load_definition
 
-    device = resolve_device(args.device or None)
-    env_ids = [e for e in ENVS if "Tag" not in e] if args.env == ["all"] else args.env
+    device = usable_device(args.device or None)
+    if args.env == ["all"]:
+        env_ids = [e for e in list_ids() if is_single_agent(load_definition(e))]
+    else:
+        env_ids = args.env
     for env_id in env_ids:
         get_entry(env_id)
     sizes = args.sizes or (GPU_SIZES if device.type == "cuda" else CPU_SIZES)

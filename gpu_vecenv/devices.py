@@ -20,9 +20,9 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """The device an env runs on: ``None`` gives :func:`default_device`, ``"cuda"`` the
-    current CUDA device (with its index).
+def usable_device(device: str | torch.device | None) -> torch.device:
+    """The device an env runs on, checked usable on this machine: ``None`` gives
+    :func:`default_device`, ``"cuda"`` the current CUDA device (with its index).
 
     Raises:
         ValueError: ``device`` is not a torch device (``"gpu"``, ``"cuda:x"``), or this

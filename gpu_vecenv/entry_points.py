@@ -17,7 +17,14 @@ import dataclasses
 from functools import partial
 from typing import Any
 
-from gpu_vecenv.env_ids import ENVS, SHIPPED_IDS, EnvEntry, get_entry, load_definition
+from gpu_vecenv.env_ids import (
+    ENVS,
+    SHIPPED_IDS,
+    EnvEntry,
+    get_entry,
+    is_single_agent,
+    load_definition,
+)
 from gpu_vecenv.make_arguments import (
     count_of_games,
     merge_vector_kwargs,
@@ -51,24 +58,13 @@ def register_with_gymnasium(entry: EnvEntry) -> None:
     )
 
 
-def is_single_agent(definition: Any) -> bool:
-    """True for an ``EnvDefinition``, False for a ``MultiAgentDefinition``; else TypeError."""
-    from gpu_vecenv.definition import EnvDefinition
-    from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
-
-    if isinstance(definition, EnvDefinition):
-        return True
-    if isinstance(definition, MultiAgentDefinition):
-        return False
-    raise TypeError(f"definition must be an EnvDefinition or a MultiAgentDefinition, got "
-                    f"{type(definition).__name__}")
-
-
 # -- making envs --
 
 
 def vector_env_class(definition: Any) -> type:
-    """The runtime class of ``definition``: ``GpuVectorEnv`` or ``MultiAgentVectorEnv``."""
+    """The vector env of ``definition``'s kind: ``GpuVectorEnv`` (an ``EnvDefinition``) or
+    ``MultiAgentVectorEnv`` (a ``MultiAgentDefinition``). Every env, shipped or registered,
+    is one of the two built from its definition; no env has a class of its own."""
     if is_single_agent(definition):
         from gpu_vecenv.vector_env import GpuVectorEnv
 
@@ -88,27 +84,15 @@ def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any):
     Gymnasium's ``vector_kwargs={"autoreset_mode": ..., "copy": ...}``; the id's
     registered ``kwargs`` fill in what is not given (see :mod:`gpu_vecenv.make_arguments`)."""
     entry = get_entry(env_id)
+    definition = load_definition(env_id)
+    single_agent = is_single_agent(definition)
     kwargs = merge_vector_kwargs(env_id, {**entry.kwargs, **kwargs})
-    num_envs = count_of_games(env_id, num_envs, kwargs,
-                              is_single_agent(load_definition(env_id)))
-    if entry.definition is None:
-        import importlib
-
-        module = importlib.import_module(entry.module)
-        vector_cls = getattr(module, "VECTOR_ENV", None)
-        if vector_cls is not None:
-            env = vector_cls(num_envs=num_envs, **kwargs)
-        else:
-            from gpu_vecenv.vector_env import GpuVectorEnv
-
-            env = GpuVectorEnv(module.DEFINITION, num_envs, **kwargs)
-    else:
-        definition = entry.definition
-        if is_single_agent(definition):
-            kwargs.setdefault("max_episode_steps", entry.max_episode_steps)
-        elif entry.max_episode_steps is not None and "episode_length" not in kwargs:
-            kwargs.setdefault("max_episode_steps", entry.max_episode_steps)
-        env = vector_env_class(definition)(definition, num_envs, **kwargs)
+    num_envs = count_of_games(env_id, num_envs, kwargs, single_agent)
+    if single_agent or "episode_length" not in kwargs:
+        # The id's time limit; a multi-agent env takes it as its params' episode_length,
+        # which one given by name overrides.
+        kwargs.setdefault("max_episode_steps", entry.max_episode_steps)
+    env = vector_env_class(definition)(definition, num_envs, **kwargs)
     env.env_id = env_id
     return env
 
@@ -122,25 +106,12 @@ def make_vec_for_gymnasium(env_id: str, num_envs: int = 1, **kwargs: Any):
     return env
 
 
-def multi_agent_message(env_id: str) -> str:
-    """What to use instead of ``gymnasium.make`` for a multi-agent id."""
-    return (f"{env_id} is a multi-agent env (several agents per game); gymnasium.make "
-            f"builds a single-agent Env. Use gymnasium.make_vec({env_id!r}, num_games=G) "
-            f"(one vector slot per agent), gpu_vecenv.parallel_env({env_id!r}, num_games=G) "
-            f"(a batched PettingZoo ParallelEnv of tensors), or "
-            f"gpu_vecenv.adapters.pettingzoo.parallel_env({env_id!r}) (one game, numpy).")
-
-
 def make_single(env_id: str, **kwargs: Any):
-    """A one-env ``gymnasium.Env`` view of ``env_id`` (what ``gymnasium.make`` calls)."""
-    entry = get_entry(env_id)
-    if not is_single_agent(load_definition(env_id)):
-        # A game of many agents is not one gymnasium.Env: its agents act at once and
-        # leave one by one, which PettingZoo's ParallelEnv expresses and Env cannot.
-        raise TypeError(multi_agent_message(entry.id))
+    """A one-env ``gymnasium.Env`` view of ``env_id`` (what ``gymnasium.make`` calls); a
+    ``TypeError`` for a multi-agent id, naming the views that fit it."""
     from gpu_vecenv.single_env import SingleEnvView
 
-    return SingleEnvView(env_id, **{**entry.kwargs, **kwargs})
+    return SingleEnvView(env_id, **{**get_entry(env_id).kwargs, **kwargs})
 
 
 def make_kwargs_of(env: Any) -> tuple[str, dict[str, Any]]:
@@ -194,5 +165,5 @@ def __getattr__(name: str):
 
 __all__ = ["is_single_agent", "make_kwargs_of", "make_single", "make_vec",
            "make_vec_for_gymnasium", "make_vec_params",
-           "multi_agent_message", "register_envs", "register_with_gymnasium",
+           "register_envs", "register_with_gymnasium",
            "vector_env_class"]

@@ -1,9 +1,10 @@
 """The one table of env ids. Pure data: importing it loads neither torch nor gymnasium.
 
-Adding a shipped env: one line here, one ``envs/<name>.py`` exporting ``DEFINITION`` (or,
-for a multi-agent env, its own vector class), one ``cuda_src/<name>.cu``, and their tests.
-A single-agent env's time limit is its definition's ``max_episode_steps``, not repeated
-here.
+Adding a shipped env, of either kind: one entry here, one ``envs/<name>.py`` exporting
+``DEFINITION`` (an ``EnvDefinition`` or a ``MultiAgentDefinition``: ``make_vec`` builds
+the vector env of its kind), one ``cuda_src/<name>.cu``, and their tests. A single-agent
+env's time limit is its definition's ``max_episode_steps``, a multi-agent env's its
+params' ``episode_length``; neither is repeated here.
 A user's env joins the same table at run time through
 :func:`gpu_vecenv.register_env.register` (``gpu_vecenv.register``).
 
@@ -34,21 +35,26 @@ FROM_DEFINITION: Any = _FromDefinition()
 
 def declared_time_limit(module: str) -> int | None:
     """The ``max_episode_steps`` that a shipped env's module declares in its
-    ``DEFINITION = EnvDefinition(...)``, read from that statement without importing it.
+    ``DEFINITION = EnvDefinition(...)``, read from that statement without importing it;
+    ``None`` for a ``DEFINITION = MultiAgentDefinition(...)`` (whose games end at their
+    params' ``episode_length``, which ``make_vec`` also takes as ``max_episode_steps``).
 
     Why not import it: Gymnasium's entry point registers every id, time limit included,
     inside ``import gymnasium``, where importing an env module would import torch. The
     value is a literal (an int or None) in the statement; a test ties it to the imported
-    definition's. A module already imported answers directly.
+    definition's. A module already imported answers directly (one still being imported,
+    whose own ``import gymnasium`` got here, has no ``DEFINITION`` yet: its text answers).
     """
-    loaded = sys.modules.get(module)
+    loaded = getattr(sys.modules.get(module), "DEFINITION", None)
     if loaded is not None:
-        return loaded.DEFINITION.max_episode_steps
+        return getattr(loaded, "max_episode_steps", None)
     package, _, name = module.rpartition(".")
     source = (Path(importlib.import_module(package).__path__[0]) / f"{name}.py").read_text()
     start = source.find("\nDEFINITION = ")
     statement = ast.parse(source[start:]).body[0] if start >= 0 else None
     call = getattr(statement, "value", None)
+    if getattr(getattr(call, "func", None), "id", None) == "MultiAgentDefinition":
+        return None
     for keyword in getattr(call, "keywords", ()):
         if keyword.arg == "max_episode_steps":
             return ast.literal_eval(keyword.value)
@@ -62,10 +68,11 @@ class EnvEntry:
 
     id: str
     module: str | None
-    """Module of a shipped env: it exports ``DEFINITION`` (single-agent) or ``VECTOR_ENV``;
-    ``None`` for an env registered at run time (``definition`` holds it)."""
+    """Module of a shipped env: it exports ``DEFINITION`` (an ``EnvDefinition`` or a
+    ``MultiAgentDefinition``); ``None`` for an env registered at run time (``definition``
+    holds it)."""
     max_episode_steps: int | None = FROM_DEFINITION
-    """The id's time limit; a shipped single-agent env's comes from its definition
+    """The id's time limit; a shipped env's comes from its definition
     (:func:`declared_time_limit`), so it is written once, in ``envs/<name>.py``."""
     reward_threshold: float | None = None
     summary: str = ""
@@ -96,8 +103,8 @@ ENVS: dict[str, EnvEntry] = {
                  summary="Gymnasium MountainCarContinuous-v0: continuous force"),
         EnvEntry("GPUPendulum-v1", "gpu_vecenv.envs.pendulum",
                  summary="Gymnasium Pendulum-v1: swing up and hold a pendulum"),
-        EnvEntry("GPUTag-v0", "gpu_vecenv.envs.tag", None, None, "continuous multi-agent Tag"),
-        EnvEntry("GPUTagGrid-v0", "gpu_vecenv.envs.tag_grid", None, None, "gridworld Tag"),
+        EnvEntry("GPUTag-v0", "gpu_vecenv.envs.tag", summary="continuous multi-agent Tag"),
+        EnvEntry("GPUTagGrid-v0", "gpu_vecenv.envs.tag_grid", summary="gridworld Tag"),
     )
 }
 
@@ -184,3 +191,25 @@ def load_definition(env_id: str) -> Any:
 def list_ids() -> list[str]:
     """All registered ids: the shipped ones in table order, then those registered since."""
     return list(ENVS)
+
+
+def is_single_agent(definition: Any) -> bool:
+    """True for an ``EnvDefinition``, False for a ``MultiAgentDefinition``; else TypeError."""
+    from gpu_vecenv.definition import EnvDefinition
+    from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
+
+    if isinstance(definition, EnvDefinition):
+        return True
+    if isinstance(definition, MultiAgentDefinition):
+        return False
+    raise TypeError(f"definition must be an EnvDefinition or a MultiAgentDefinition, got "
+                    f"{type(definition).__name__}")
+
+
+def shipped_ids(single_agent: bool | None = None) -> list[str]:
+    """The shipped ids in table order: all (``None``), the single-agent ones (``True``:
+    the classic-control tasks) or the multi-agent ones (``False``; their definitions are
+    imported to tell)."""
+    if single_agent is None:
+        return list(SHIPPED_IDS)
+    return [i for i in SHIPPED_IDS if is_single_agent(load_definition(i)) == single_agent]

@@ -1,8 +1,9 @@
 """What a user passes where an env wants a tensor (actions, a reset mask, a state value),
 made a torch tensor on metadata alone, with errors that name the argument.
 
-Shared by :mod:`gpu_vecenv.actions` and :mod:`gpu_vecenv.reset_and_state`, so every entry
-point refuses the same things with the same words:
+Shared by :mod:`gpu_vecenv.actions`, :mod:`gpu_vecenv.reset_arguments` and
+:mod:`gpu_vecenv.state_writes`, so every entry point refuses the same things with the same
+words:
 
 - :func:`to_tensor`: a dense torch tensor (as is, detached from autograd), a numpy array
   or a (nested) sequence of numbers. ``None``, strings, mappings, sets, object arrays

@@ -48,8 +48,8 @@ class PicklableVectorEnv:
     :class:`~gpu_vecenv.multi_agent.MultiAgentVectorEnv`.
 
     The class provides ``_constructor_arguments() -> (args, kwargs)`` and
-    ``_construct(*args, **kwargs)`` (its base ``__init__``, which a subclass such as
-    ``TagVectorEnv`` with another signature still inherits), ``get_state`` /
+    ``_construct(*args, **kwargs)`` (its base ``__init__``, which a subclass with another
+    signature still inherits), ``get_state`` /
     ``set_state``, ``buffers.error_count`` / ``buffers.invalid_action``, ``_seeded``
     and ``_has_reset``.
     """

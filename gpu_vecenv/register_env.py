@@ -12,8 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from gpu_vecenv.entry_points import is_single_agent, register_with_gymnasium
-from gpu_vecenv.env_ids import ENVS, EnvEntry
+from gpu_vecenv.entry_points import register_with_gymnasium
+from gpu_vecenv.env_ids import ENVS, EnvEntry, is_single_agent
 
 _FROM_DEFINITION: Any = object()
 

@@ -19,6 +19,15 @@ from gpu_vecenv.definition import EnvDefinition
 from gpu_vecenv.env_ids import load_definition
 
 
+def multi_agent_message(env_id: str) -> str:
+    """What to use instead of ``gymnasium.make`` for a multi-agent id."""
+    return (f"{env_id} is a multi-agent env (several agents per game); gymnasium.make "
+            f"builds a single-agent Env. Use gymnasium.make_vec({env_id!r}, num_games=G) "
+            f"(one vector slot per agent), gpu_vecenv.parallel_env({env_id!r}, num_games=G) "
+            f"(a batched PettingZoo ParallelEnv of tensors), or "
+            f"gpu_vecenv.adapters.pettingzoo.parallel_env({env_id!r}) (one game, numpy).")
+
+
 class SingleEnvView(gym.Env):
     """One copy of a registered single-agent env, numpy in and out.
 
@@ -38,8 +47,8 @@ class SingleEnvView(gym.Env):
 
         definition = load_definition(env_id)
         if not isinstance(definition, EnvDefinition):
-            from gpu_vecenv.entry_points import multi_agent_message
-
+            # A game of many agents is not one gymnasium.Env: its agents act at once and
+            # leave one by one, which PettingZoo's ParallelEnv expresses and Env cannot.
             raise TypeError(multi_agent_message(env_id))
         self._vec = GpuVectorEnv(
             definition, 1, device=device, autoreset_mode=AutoresetMode.DISABLED,

@@ -14,6 +14,7 @@ those envs; not while a CUDA graph is captured).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -22,11 +23,14 @@ from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.backends import build_backend
 from gpu_vecenv.backends.base import BackendContext
+from gpu_vecenv.backends.cuda import CudaBackend
+from gpu_vecenv.backends.torch_backend import TorchBackend
 from gpu_vecenv.base_vector_env import BaseVectorEnv, check_count, parse_autoreset_mode
 from gpu_vecenv.buffers import EnvBuffers
 from gpu_vecenv.definition import EnvDefinition
 from gpu_vecenv.pickling import params_fields
-from gpu_vecenv.reset_and_state import reset_mask_option, state_bounds, write_state
+from gpu_vecenv.reset_arguments import reset_mask_option
+from gpu_vecenv.state_writes import state_bounds, write_state
 
 __all__ = ["GpuVectorEnv", "parse_autoreset_mode"]
 
@@ -122,18 +126,9 @@ class GpuVectorEnv(BaseVectorEnv):
             buffers=self.buffers, obs_dim=self.obs_dim,
         )
         self.backend_name, self.backend = build_backend(
-            backend, self.device, lambda: self._make_backend("cuda"),
-            lambda: self._make_backend("torch"))
+            backend, self._ctx, CudaBackend,
+            partial(TorchBackend, compile=self.torch_compile, graphs=self.torch_graphs))
         self._start()
-
-    def _make_backend(self, name: str):
-        if name == "cuda":
-            from gpu_vecenv.backends.cuda import CudaBackend
-
-            return CudaBackend(self._ctx)
-        from gpu_vecenv.backends.torch_backend import TorchBackend
-
-        return TorchBackend(self._ctx, compile=self.torch_compile, graphs=self.torch_graphs)
 
     # -- the hooks of BaseVectorEnv --
 
@@ -186,7 +181,7 @@ class GpuVectorEnv(BaseVectorEnv):
         """Overwrite any subset of the keys of :meth:`get_state` (each ``(num_envs,)``).
 
         Validates every key, type, shape, dtype, device and value before writing
-        anything (see :func:`~gpu_vecenv.reset_and_state.write_state`: floats finite,
+        anything (see :func:`~gpu_vecenv.state_writes.write_state`: floats finite,
         ints within their dtype, ``elapsed_steps`` and ``rng_counter`` >= 0; one host
         sync on a GPU). Returns the observations of the new state, ``(num_envs,
         obs_dim)``.

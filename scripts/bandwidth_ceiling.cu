@@ -1,5 +1,5 @@
 // What a classic step's memory traffic alone attains: kernels that read and write exactly the
-// per-env arrays of a step kernel (common/autoreset.cuh, gv_step_env: action, pending flag,
+// per-env arrays of a step kernel (common/single_agent_kernels.cuh, gv_step_env: action, pending flag,
 // elapsed, state fields in; elapsed, state fields, obs row, reward, terminated, truncated,
 // invalid flag out), in the same layout and access widths, with no arithmetic beyond what
 // keeps the loads live. scripts/bench_bandwidth_ceiling.py times them against the step kernels.

@@ -121,7 +121,7 @@ def main() -> int:
                         help="also time our roll-out with capture=False")
     parser.add_argument("--json", default=None, metavar="PATH", help="write results as JSON")
     args = parser.parse_args()
-    device = gpu_vecenv.devices.resolve_device(args.device)
+    device = gpu_vecenv.devices.usable_device(args.device)
     skipped = None
     if args.vs == "gymnax":
         skipped = gymnax_peer.gymnax_problem()

@@ -43,7 +43,6 @@ import types
 import torch
 
 from gpu_vecenv.entry_points import make_vec
-from gpu_vecenv.envs.tag import TagVectorEnv
 
 CASES = {  # label: (maker, action drawer kind, copy)
     "cartpole 1 copy=False": ("cartpole", 1, False, "pool"),
@@ -164,10 +163,10 @@ def make_case(label: str, device: torch.device, launch):
                        strict=False)
     else:
         games, taggers, runners = size
-        env = TagVectorEnv(games, device=device, backend=backend, copy=copy, strict=False,
-                           preset="warpdrive_training", num_taggers=taggers,
-                           num_runners=runners,
-                           num_other_agents_observed=min(10, taggers + runners - 1))
+        env = make_vec("GPUTag-v0", games, device=device, backend=backend, copy=copy,
+                       strict=False, preset="warpdrive_training", num_taggers=taggers,
+                       num_runners=runners,
+                       num_other_agents_observed=min(10, taggers + runners - 1))
     env.reset(seed=0)
     if not cuda_kernels:
         stub_cuda(env, launch)

@@ -28,21 +28,24 @@ import argparse
 import json
 import statistics
 import time
+from functools import partial
 
 import torch
 
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
+from gpu_vecenv.entry_points import make_vec
 
-CASES = [  # (label, env class, games, params)
-    ("tag 1x5", TagVectorEnv, 1, dict(num_taggers=1, num_runners=4)),
-    ("tag 100x105", TagVectorEnv, 100, dict(num_taggers=5, num_runners=100)),
-    ("tag 2000x5", TagVectorEnv, 2000, dict(num_taggers=1, num_runners=4)),
-    ("tag 2000x105", TagVectorEnv, 2000, dict(num_taggers=5, num_runners=100)),
-    ("tag 200x1000", TagVectorEnv, 200, dict(num_taggers=10, num_runners=990)),
-    ("tag 1x16384", TagVectorEnv, 1, dict(num_taggers=16, num_runners=16368)),
-    ("grid 1x5", TagGridVectorEnv, 1, {}),
-    ("grid 2000x5", TagGridVectorEnv, 2000, {}),
+make_tag = partial(make_vec, "GPUTag-v0")
+make_tag_grid = partial(make_vec, "GPUTagGrid-v0")
+
+CASES = [  # (label, maker of the env, games, params)
+    ("tag 1x5", make_tag, 1, dict(num_taggers=1, num_runners=4)),
+    ("tag 100x105", make_tag, 100, dict(num_taggers=5, num_runners=100)),
+    ("tag 2000x5", make_tag, 2000, dict(num_taggers=1, num_runners=4)),
+    ("tag 2000x105", make_tag, 2000, dict(num_taggers=5, num_runners=100)),
+    ("tag 200x1000", make_tag, 200, dict(num_taggers=10, num_runners=990)),
+    ("tag 1x16384", make_tag, 1, dict(num_taggers=16, num_runners=16368)),
+    ("grid 1x5", make_tag_grid, 1, {}),
+    ("grid 2000x5", make_tag_grid, 2000, {}),
 ]
 
 
@@ -82,7 +85,7 @@ def tag_params(params: dict) -> dict:
 
 
 def time_case(cls, games, params, device, backend, steps, repeats=5, actions="pool"):
-    if cls is TagVectorEnv:
+    if cls is make_tag:
         params = tag_params(params)
     env = cls(games, device=device, backend=backend, copy=False, preset="warpdrive_training",
               **params)
@@ -232,7 +235,7 @@ def time_warpdrive(cases, steps: int, repeats: int) -> list[dict]:
     runnable = []
     for label, cls, games, params in cases:
         agents = params.get("num_taggers", 0) + params.get("num_runners", 0)
-        if cls is not TagVectorEnv:
+        if cls is not make_tag:
             continue
         if agents > peer.MAX_THREADS_PER_BLOCK:
             print(f"{label}: WarpDrive not timed (more than {peer.MAX_THREADS_PER_BLOCK} "

@@ -220,6 +220,21 @@ def test_a_rejected_kernel_names_file_compiler_and_log_and_caches_nothing(kind, 
 
 
 @nvcc_required
+def test_the_cache_key_follows_every_header_of_the_kernel_tree(tmp_path, monkeypatch):
+    """A header beside the kernel files (tag.cu's tag_layout.cuh), not only common/*.cuh, is
+    part of the key: editing it must not reuse a stale image."""
+    tree = tmp_path / "src"
+    (tree / "common").mkdir(parents=True)
+    (tree / "common" / "shared.cuh").write_text("// shared\n")
+    (tree / "game.cu").write_text('#include "game_layout.cuh"\n')
+    (tree / "game_layout.cuh").write_text("// one\n")
+    monkeypatch.setattr(compiler, "CUDA_SRC", tree)
+    nvcc = compiler.Compiler("nvcc", "13.0", "nvcc", "nvcc 13.0")
+    first = compiler.cache_key(tree / "game.cu", Target(90), nvcc)
+    (tree / "game_layout.cuh").write_text("// two\n")
+    assert compiler.cache_key(tree / "game.cu", Target(90), nvcc) != first
+
+
 def test_nvcc_cache_reuses_the_cubin(tmp_path, monkeypatch):
     monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path / "cache"))
     nvcc = choose_compiler("nvcc")

@@ -26,8 +26,8 @@
 // lays its games out itself.
 #pragma once
 
-#include "autoreset.cuh"  // GV_AUTORESET_*: the modes as passed to the kernels
-#include "consts.cuh"     // GV_CONST_MEMBER, GV_CONST_TEXT: one field list, two expansions
+#include "autoreset_modes.cuh"  // GV_AUTORESET_*: the modes as passed to the kernels
+#include "consts.cuh"           // GV_CONST_MEMBER, GV_CONST_TEXT: one field list, two expansions
 
 #define GV_GAME_MAX_BLOCK 256
 // The most threads of a one-block launch with several threads per agent (a binding's

@@ -1,6 +1,6 @@
 // Thread-to-env indexing, row stores and block loads and stores.
 //
-// One thread per env (the step kernel: per GV_ENVS_PER_THREAD envs, autoreset.cuh),
+// One thread per env (the step kernel: per GV_ENVS_PER_THREAD envs, single_agent_kernels.cuh),
 // grid-stride, so any num_envs runs with any grid. Per-env data is
 // structure-of-arrays (one (n,) tensor per field): thread i reads field[i] while its warp
 // neighbours read field[i+1..], which coalesces into full 128-byte transactions.

@@ -7,7 +7,7 @@
 // uniform in [0, 1) as (word >> 8) * 2^-24 (exact), and [low, high) as u * (high - low) + low
 // in float32 with the span rounded first, as seeding.uniform does.
 //
-// Everything is __host__ __device__ so that tests/cuda/ can check it on a machine without a GPU.
+// Everything is __host__ __device__ so that tests/host_kernels/ can check it on a machine without a GPU.
 #pragma once
 
 #include "stdint.cuh"

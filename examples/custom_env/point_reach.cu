@@ -1,6 +1,6 @@
 // PointReach (examples/custom_env/point_reach.py), one thread per env. Mirrors the torch
 // reference operation by operation in float32; built with -fmad=false like every kernel.
-#include "common/autoreset.cuh"
+#include "common/single_agent_kernels.cuh"
 
 // The kernels' constants, in the order kernel_consts() in point_reach.py packs them. GV_CONSTS
 // declares the struct Consts from this list and GV_DEFINE_KERNELS exports the list, which the

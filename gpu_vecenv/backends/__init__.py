@@ -67,9 +67,11 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     return "torch"
 
 
-def build_backend(backend: str, device: torch.device, make_cuda: Callable[[], Any],
-                  make_torch: Callable[[], Any]) -> tuple[str, Any]:
-    """``(name, backend object)`` for the requested ``backend`` on ``device``.
+def build_backend(backend: str, context: Any, cuda_backend: Callable[[Any], Any],
+                  torch_backend: Callable[[Any], Any]) -> tuple[str, Any]:
+    """``(name, backend object)`` for the requested ``backend`` on ``context.device``:
+    ``cuda_backend(context)`` or ``torch_backend(context)``, the backend classes of the
+    env's kind (``context`` is what a backend sees of its env).
 
     Under ``"auto"``, kernels that fail to build or load (a compiler error, a driver
     that cannot load the code) give the torch backend and a notice with the first lines
@@ -77,12 +79,12 @@ def build_backend(backend: str, device: torch.device, make_cuda: Callable[[], An
     """
     from gpu_vecenv.backends.compiler import CudaCompileError, KernelsUnavailable
 
-    if resolve_backend(backend, device) == "cuda":
+    if resolve_backend(backend, context.device) == "cuda":
         try:
-            return "cuda", make_cuda()
+            return "cuda", cuda_backend(context)
         except (KernelsUnavailable, CudaCompileError) as exc:
             if backend == "cuda":
                 raise
             lines = str(exc).splitlines()
             _notice(" / ".join(lines[:3]) + (" ..." if len(lines) > 3 else ""))
-    return "torch", make_torch()
+    return "torch", torch_backend(context)

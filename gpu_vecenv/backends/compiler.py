@@ -246,7 +246,9 @@ def source_path(name: str, path: str | os.PathLike | None = None) -> Path:
 
 
 def _headers() -> list[Path]:
-    return sorted((CUDA_SRC / "common").glob("*.cuh"))
+    """Every header a kernel file may include: ``common/*.cuh`` and those beside the kernel
+    files (``tag_layout.cuh``, ...)."""
+    return sorted(CUDA_SRC.rglob("*.cuh"))
 
 
 def arch_flag(capability: tuple[int, int]) -> str:
@@ -272,7 +274,8 @@ def nvrtc_options(source: Path, target: Target, extra_flags: tuple[str, ...] = (
 
 def cache_key(source: Path, target: Target, compiler: Compiler,
               extra_flags: tuple[str, ...] = ()) -> str:
-    """Hash of the source, every common header, the flags, the compiler and the target."""
+    """Hash of the source, every header of ``cuda_src/``, the flags, the compiler and the
+    target."""
     digest = hashlib.sha256()
     for file in (source, *_headers()):
         digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")

@@ -7,7 +7,7 @@ driver API on the env's torch tensors.
   :mod:`gpu_vecenv.backends.driver`.
 - Memory: every buffer is a torch tensor; kernels get ``tensor.data_ptr()``.
 - Arguments: one fixed, typed list per kernel (see ``GV_DEFINE_KERNELS`` in
-  ``cuda_src/common/autoreset.cuh``): the env's float32 constants (the env module's
+  ``cuda_src/common/single_agent_kernels.cuh``): the env's float32 constants (the env module's
   :class:`~gpu_vecenv.kernel_binding.KernelBinding` computes them from the params the way
   the torch reference rounds them, checked at load against the layout the kernel file
   exports), the state field pointers, the buffer pointers, the outputs, then ``num_envs``
@@ -56,7 +56,7 @@ BLOCK_SIZE = 256
 ENVS_PER_THREAD = 1
 """Consecutive envs each thread of the step kernel handles when
 ``$GPU_VECENV_ENVS_PER_THREAD`` is unset (``GV_ENVS_PER_THREAD`` in
-``cuda_src/common/autoreset.cuh``)."""
+``cuda_src/common/single_agent_kernels.cuh``)."""
 
 SMALL_STEP_MAX_ENVS = 131_072
 """Largest env count stepped by ``<name>_step_small`` (512 blocks: under four per SM of an
@@ -67,7 +67,7 @@ AUTORESET_CODES = {
     AutoresetMode.SAME_STEP: 1,
     AutoresetMode.DISABLED: 2,
 }
-"""``GV_AUTORESET_*`` in ``cuda_src/common/autoreset.cuh``."""
+"""``GV_AUTORESET_*`` in ``cuda_src/common/autoreset_modes.cuh``."""
 
 
 def binding_for(definition) -> KernelBinding:
@@ -229,7 +229,7 @@ class CudaBackend:
         self._reset_fn(self._grid, self._block, (_ptr(mask), obs_out.data_ptr(), self._n))
 
     def step(self, action: torch.Tensor, out: StepOutputs) -> None:
-        """One fused launch: see ``gv_step_env`` in ``cuda_src/common/autoreset.cuh``."""
+        """One fused launch: see ``gv_step_env`` in ``cuda_src/common/single_agent_kernels.cuh``."""
         action = action.contiguous()  # held until the launch is queued
         obs, reward, terminated, truncated, final_obs, _ = out.pointers or out.data_ptrs()
         self._step_fn(self._step_grid, self._block, (

@@ -13,7 +13,9 @@ It mirrors the single-agent one module for module:
 - :mod:`~gpu_vecenv.multi_agent.drawing` and :mod:`~gpu_vecenv.multi_agent.recording`:
   pictures and GIFs.
 
-Nothing here names a game: an env (``envs/tag.py``) is one module and one ``.cu``.
+Nothing here names a game: an env is its module and its kernel file
+(``envs/tag_grid.py``, ``cuda_src/tag_grid.cu``; continuous Tag keeps its launch rules in
+``envs/tag_launch.py`` beside ``envs/tag.py``).
 """
 
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL

@@ -50,10 +50,12 @@ from gpu_vecenv.base_vector_env import BaseVectorEnv, check_count
 from gpu_vecenv.buffers import StepOutputs
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL
 from gpu_vecenv.multi_agent.buffers import GameBuffers, GameContext
+from gpu_vecenv.multi_agent.cuda_backend import GameCudaBackend
 from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
 from gpu_vecenv.multi_agent.torch_backend import MultiAgentTorchBackend
 from gpu_vecenv.pickling import params_fields
-from gpu_vecenv.reset_and_state import reset_mask_option, state_bounds, write_state
+from gpu_vecenv.reset_arguments import reset_mask_option
+from gpu_vecenv.state_writes import state_bounds, write_state
 
 __all__ = ["ERROR_FLAG_INTERVAL", "MultiAgentVectorEnv"]
 
@@ -136,8 +138,7 @@ class MultiAgentVectorEnv(BaseVectorEnv):
             obs_dim=self.obs_dim,
         )
         self.backend_name, self.backend = build_backend(
-            backend, self.device, lambda: _cuda_backend(context),
-            lambda: MultiAgentTorchBackend(context))
+            backend, context, GameCudaBackend, MultiAgentTorchBackend)
         self._start()
 
     # -- the hooks of BaseVectorEnv --
@@ -235,8 +236,3 @@ class MultiAgentVectorEnv(BaseVectorEnv):
     def _construct(self, *args: Any, **kwargs: Any) -> None:
         MultiAgentVectorEnv.__init__(self, *args, **kwargs)
 
-
-def _cuda_backend(context: GameContext):
-    from gpu_vecenv.multi_agent.cuda_backend import GameCudaBackend
-
-    return GameCudaBackend(context)

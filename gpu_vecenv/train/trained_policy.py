@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpu_vecenv.devices import resolve_device
+from gpu_vecenv.devices import usable_device as resolve_device
 from gpu_vecenv.entry_points import make_vec
 from gpu_vecenv.train.config import Config
 from gpu_vecenv.train.evaluation import load_models

@@ -23,7 +23,7 @@ import statistics
 
 import torch
 
-from gpu_vecenv.envs.tag import TagVectorEnv
+from gpu_vecenv.entry_points import make_vec
 
 SIZES = [(1, 1, 4), (100, 5, 100), (2000, 1, 4), (2000, 5, 100), (200, 10, 990)]
 """(games, taggers, runners)."""
@@ -47,10 +47,10 @@ def time_size(games: int, taggers: int, runners: int, mode: str, steps: int,
               repeats: int) -> tuple[int, float, float]:
     """(blocks per game, loop µs, graph µs) of one step."""
     agents = taggers + runners
-    env = TagVectorEnv(games, device="cuda", backend="cuda", copy=False,
-                       preset="warpdrive_training", autoreset_mode=mode,
-                       num_taggers=taggers, num_runners=runners,
-                       num_other_agents_observed=min(10, agents - 1))
+    env = make_vec("GPUTag-v0", games, device="cuda", backend="cuda", copy=False,
+                   preset="warpdrive_training", autoreset_mode=mode,
+                   num_taggers=taggers, num_runners=runners,
+                   num_other_agents_observed=min(10, agents - 1))
     env.reset(seed=0)
     nvec = torch.as_tensor(env.single_action_space.nvec, device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(0)

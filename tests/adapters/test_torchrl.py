@@ -14,13 +14,14 @@ from torchrl.envs.utils import RandomPolicy, check_env_specs
 
 from gpu_vecenv import make_vec
 from gpu_vecenv.adapters.torchrl import TorchRLEnv, space_to_spec
+from gpu_vecenv.env_ids import shipped_ids
 
 try:  # TorchRL >= 0.11 names the synchronous collector Collector
     from torchrl.collectors import Collector
 except ImportError:  # pragma: no cover - older TorchRL
     from torchrl.collectors import SyncDataCollector as Collector
 
-IDS = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCarContinuous-v0", "GPUPendulum-v1"]
+IDS = shipped_ids(single_agent=True)
 
 
 @pytest.mark.parametrize("env_id", IDS)

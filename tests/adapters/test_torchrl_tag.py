@@ -1,4 +1,4 @@
-"""Tag through TorchRL: agents grouped by team, one batch row per game."""
+"""Multi-agent envs through TorchRL: agents grouped by role, one batch row per game."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs.utils import check_env_specs
 
-from gpu_vecenv.adapters.torchrl import TorchRLTagEnv
+import gpu_vecenv
+from gpu_vecenv.adapters.torchrl import TorchRLMultiAgentEnv, TorchRLTagEnv
+from tests.tag.makers import PREDATOR_PREY
 
 
 @pytest.mark.parametrize("env_id", ["GPUTag-v0", "GPUTagGrid-v0"])
@@ -88,3 +90,22 @@ def test_partial_reset_of_games():
         assert torch.equal(out[team, "observation"][[0, 2]],
                            stepped[team, "observation"][[0, 2]])
         assert not torch.equal(out[team, "observation"][1], stepped[team, "observation"][1])
+
+
+def test_groups_are_the_envs_own_roles():
+    gpu_vecenv.register("PredatorPrey-v0", PREDATOR_PREY, kwargs={"num_taggers": 2})
+    env = TorchRLMultiAgentEnv("PredatorPrey-v0", num_games=3, device="cpu")
+    check_env_specs(env, seed=0)
+    assert list(env.groups) == ["predator", "prey"]
+    td = env.reset()
+    obs_dim = env.env.single_observation_space.shape[0]
+    assert td["predator", "observation"].shape == (3, 2, obs_dim)
+    assert td["prey", "observation"].shape == (3, 1, obs_dim)
+    out = env.step(td.update(env.full_action_spec.rand()))
+    assert out["next", "prey", "reward"].shape == (3, 1, 1)
+    assert TorchRLTagEnv is TorchRLMultiAgentEnv  # the documented earlier name
+
+
+def test_a_single_agent_id_is_refused():
+    with pytest.raises(TypeError, match="single-agent env; use TorchRLEnv"):
+        TorchRLMultiAgentEnv("GPUCartPole-v1", num_games=2, device="cpu")

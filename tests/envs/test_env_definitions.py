@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
 import sys
+import types
 import warnings
 
 import gymnasium as gym
@@ -135,6 +137,28 @@ def test_registry_reads_the_time_limit_from_the_definitions_source(name, monkeyp
     monkeypatch.delitem(sys.modules, module)
     assert declared_time_limit(module) == CASES[name].definition.max_episode_steps
     assert module not in sys.modules
+    # the module being imported (its own import of gymnasium registers the ids): no
+    # DEFINITION yet, so its text answers
+    monkeypatch.setitem(sys.modules, module, types.ModuleType(module))
+    assert declared_time_limit(module) == CASES[name].definition.max_episode_steps
+
+
+@pytest.mark.parametrize("name", ["tag", "tag_grid"])
+def test_a_multi_agent_module_leaves_the_time_limit_to_its_params(name, monkeypatch):
+    module = f"gpu_vecenv.envs.{name}"
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    assert declared_time_limit(module) is None
+    assert module not in sys.modules
+
+
+@pytest.mark.parametrize("module", ["cartpole", "tag"])
+def test_importing_an_env_module_first_registers_every_id(module):
+    code = (f"import gpu_vecenv.envs.{module}, gymnasium, gpu_vecenv.env_ids as ids; "
+            "missing = set(ids.SHIPPED_IDS) - set(gymnasium.registry); "
+            "assert not missing, missing")
+    result = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 # -- spaces and the Gymnasium API --

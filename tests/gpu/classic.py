@@ -6,9 +6,9 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.entry_points import make_vec
+from gpu_vecenv.env_ids import shipped_ids
 
-CLASSIC_IDS = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
-               "GPUMountainCarContinuous-v0", "GPUPendulum-v1"]
+CLASSIC_IDS = shipped_ids(single_agent=True)
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
 

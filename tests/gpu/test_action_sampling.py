@@ -14,12 +14,12 @@ from gymnasium.vector import AutoresetMode
 import gpu_vecenv
 from gpu_vecenv.action_sampling import ActionSampler
 from gpu_vecenv.entry_points import make_vec
+from gpu_vecenv.env_ids import shipped_ids
 from tests.runtime.test_captured_rollout import _assert_trajectory_equals, _eager_reference
 
 pytestmark = pytest.mark.gpu
 
-SHIPPED = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
-           "GPUMountainCarContinuous-v0", "GPUPendulum-v1", "GPUTag-v0", "GPUTagGrid-v0"]
+SHIPPED = shipped_ids()
 
 
 def _pair(env_id: str, n: int, **kwargs):

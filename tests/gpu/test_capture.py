@@ -26,9 +26,8 @@ from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.captured_rollout import WARMUP_CALLS
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL
 from gpu_vecenv.entry_points import make_vec
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 from tests.runtime.test_captured_rollout import _assert_trajectory_equals, _eager_reference
+from tests.tag.makers import make_tag, make_tag_grid
 
 from .classic import CLASSIC_IDS, MODES
 
@@ -190,9 +189,9 @@ def test_a_generator_of_the_policys_own():
 @pytest.mark.parametrize("backend", ["cuda", "torch"])
 def test_tag_slots(backend, mode, games):
     def make():
-        return TagVectorEnv(games, device="cuda", backend=backend, copy=False,
-                            autoreset_mode=mode, num_taggers=3, num_runners=40,
-                            grid_length=8.0, episode_length=6)
+        return make_tag(games, device="cuda", backend=backend, copy=False,
+                        autoreset_mode=mode, num_taggers=3, num_runners=40,
+                        grid_length=8.0, episode_length=6)
 
     trajectories = assert_rollout_equals_eager_loop(make, random_policy)
     assert trajectories[0].active.shape == (STEPS, games * 43)
@@ -202,8 +201,8 @@ def test_tag_slots(backend, mode, games):
 @pytest.mark.parametrize("backend", ["cuda", "torch"])
 def test_tag_grid_slots(backend):
     def make():
-        return TagGridVectorEnv(50, device="cuda", backend=backend, copy=False,
-                                autoreset_mode=AutoresetMode.SAME_STEP, episode_length=5)
+        return make_tag_grid(50, device="cuda", backend=backend, copy=False,
+                             autoreset_mode=AutoresetMode.SAME_STEP, episode_length=5)
 
     trajectories = assert_rollout_equals_eager_loop(make, random_policy)
     assert any(bool(t.truncated.any() or t.terminated.any()) for t in trajectories)

@@ -10,7 +10,7 @@ from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.entry_points import make_vec
-from gpu_vecenv.envs.tag import TagVectorEnv
+from tests.tag.makers import make_tag
 
 from .classic import CLASSIC_IDS, random_actions
 
@@ -85,8 +85,8 @@ def test_replayed_graph_equals_eager_steps(env_id):
 
 def test_tag_replayed_graph_equals_eager_steps():
     params = dict(num_taggers=3, num_runners=40, grid_length=8.0, episode_length=6)
-    envs = [TagVectorEnv(64, device="cuda", backend="cuda", copy=False,
-                         autoreset_mode=AutoresetMode.SAME_STEP, **params) for _ in range(2)]
+    envs = [make_tag(64, device="cuda", backend="cuda", copy=False,
+                     autoreset_mode=AutoresetMode.SAME_STEP, **params) for _ in range(2)]
     gen = torch.Generator(device="cuda").manual_seed(5)
     nvec = torch.as_tensor(envs[0].single_action_space.nvec, device="cuda")
     table = torch.stack([(torch.rand((envs[0].num_envs, nvec.numel()), device="cuda",

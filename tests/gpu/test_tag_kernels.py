@@ -21,10 +21,9 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.envs import tag
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
+from gpu_vecenv.envs import tag, tag_launch
 from gpu_vecenv.multi_agent.kernel_binding import GameLaunch
+from tests.tag.makers import make_tag, make_tag_grid
 
 pytestmark = pytest.mark.gpu
 
@@ -144,8 +143,8 @@ def assert_same_rollouts(on, off, seed, steps=80):
 def assert_matches_reference(cuda, params, steps=60):
     """A CUDA Tag env made with ``params`` against the torch backend with the same ones,
     from ``reset(seed=5)``, ``steps`` steps of random actions (1 % invalid)."""
-    ref = TagVectorEnv(cuda.num_games, device="cuda", backend="torch", strict=False,
-                       autoreset_mode=cuda.autoreset_mode, **params)
+    ref = make_tag(cuda.num_games, device="cuda", backend="torch", strict=False,
+                   autoreset_mode=cuda.autoreset_mode, **params)
     gen = torch.Generator(device="cuda").manual_seed(3)
     cuda.reset(seed=5)
     ref.reset(seed=5)
@@ -179,7 +178,7 @@ SIZES = [(1, 2), (64, 11), (16, 105), (6, 300), (2, 1000)]
 @pytest.mark.parametrize("full", [True, False], ids=["full", "partial"])
 @pytest.mark.parametrize(("games", "agents"), SIZES)
 def test_tag_state_injection(games, agents, full, mode):
-    cuda, ref = make_pair(TagVectorEnv, games, autoreset_mode=mode, **tag_params(agents, full))
+    cuda, ref = make_pair(make_tag, games, autoreset_mode=mode, **tag_params(agents, full))
     gen = torch.Generator(device="cuda").manual_seed(games * 7919 + agents)
     cuda.reset(seed=3)
     ref.reset(seed=3)
@@ -199,7 +198,7 @@ def test_tag_state_injection(games, agents, full, mode):
 def test_tag_rollout_matches_reference(games, agents, full, steps):
     params = tag_params(agents, full, taggers=16 if agents == 16384 else None)
     params["episode_length"] = 25
-    cuda, ref = make_pair(TagVectorEnv, games, **params)
+    cuda, ref = make_pair(make_tag, games, **params)
     gen = torch.Generator(device="cuda").manual_seed(1)
     assert_same(cuda.reset(seed=5)[0], ref.reset(seed=5)[0], "reset obs")
     ended = 0
@@ -214,7 +213,7 @@ def test_tag_many_tags_and_determinism():
     params.update(tagging_distance=0.2, grid_length=5.0)
     runs = []
     for _ in range(2):
-        env = TagVectorEnv(16, device="cuda", backend="cuda", copy=False, **params)
+        env = make_tag(16, device="cuda", backend="cuda", copy=False, **params)
         env.reset(seed=9)
         gen = torch.Generator(device="cuda").manual_seed(2)
         tags = 0
@@ -238,7 +237,7 @@ GRID_SIZES = [(1, 2), (2000, 5), (16, 11), (4, 300)]
 def test_grid_state_injection_and_rollout(games, agents, full, mode):
     params = dict(num_taggers=agents - 1, grid_length=6, episode_length=30,
                   use_full_observation=full, random_start=True)
-    cuda, ref = make_pair(TagGridVectorEnv, games, autoreset_mode=mode, **params)
+    cuda, ref = make_pair(make_tag_grid, games, autoreset_mode=mode, **params)
     gen = torch.Generator(device="cuda").manual_seed(games + agents)
     assert_same(cuda.reset(seed=4)[0], ref.reset(seed=4)[0], "reset obs")
     for step in range(60):
@@ -253,7 +252,7 @@ def test_grid_state_injection_and_rollout(games, agents, full, mode):
 
 
 def test_grid_fixed_start_and_reset_mask():
-    cuda, ref = make_pair(TagGridVectorEnv, 50, autoreset_mode=AutoresetMode.DISABLED)
+    cuda, ref = make_pair(make_tag_grid, 50, autoreset_mode=AutoresetMode.DISABLED)
     gen = torch.Generator(device="cuda").manual_seed(0)
     cuda.reset(seed=1)
     ref.reset(seed=1)
@@ -269,7 +268,7 @@ def test_invalid_actions_reported_without_sync():
     from gpu_vecenv.actions import InvalidActionError
     from gpu_vecenv.multi_agent import ERROR_FLAG_INTERVAL
 
-    env = TagVectorEnv(4, device="cuda", backend="cuda", num_runners=3)
+    env = make_tag(4, device="cuda", backend="cuda", num_runners=3)
     assert not env.strict
     env.reset(seed=0)
     good = torch.zeros((env.num_envs, 2), dtype=torch.int64, device="cuda")
@@ -295,7 +294,7 @@ def test_a_binding_that_disagrees_with_its_kernel_file_fails_at_load():
     from gpu_vecenv.envs import tag_grid
     from gpu_vecenv.multi_agent import MultiAgentVectorEnv
 
-    TagGridVectorEnv(2, device="cuda", backend="cuda")  # the right binding loads
+    make_tag_grid(2, device="cuda", backend="cuda")  # the right binding loads
     swapped = tag_grid.KERNEL_BINDING.constants
     swapped = (swapped[1], swapped[0], *swapped[2:])
     definition = replace(tag_grid.DEFINITION,
@@ -316,7 +315,7 @@ def test_envs_sharing_a_kernel_with_different_shared_memory_both_step(monkeypatc
     for agents in (128, 120):  # staged rows of K = 16 observations: both above 48 KiB
         params = tag_params(agents, full=False)
         params["num_other_agents_observed"] = 16
-        envs.append(TagVectorEnv(2, device="cuda", backend="cuda", **params))
+        envs.append(make_tag(2, device="cuda", backend="cuda", **params))
     big, small = envs
     assert big.backend._fn.name == small.backend._fn.name
     assert big.backend._fn.shared_bytes > small.backend._fn.shared_bytes > 48 * 1024
@@ -333,16 +332,16 @@ def test_envs_sharing_a_kernel_with_different_shared_memory_both_step(monkeypatc
 def test_one_game_a_warp_writes_its_rows_straight_with_the_staged_results(
         monkeypatch, games, agents, full, mode):
     # Launches of one game a warp on few blocks write the observation rows straight to
-    # global memory (tag.stages_rows); staged, the same step gives the same bits.
+    # global memory (tag_launch.stages_rows); staged, the same step gives the same bits.
     params = tag_params(agents, full)
     kwargs = dict(device="cuda", backend="cuda", autoreset_mode=mode, strict=False, **params)
-    straight = TagVectorEnv(games, **kwargs)
+    straight = make_tag(games, **kwargs)
     launch = GameLaunch(straight.backend.block, 1, num_games=games)
-    assert not tag.stages_rows(launch, straight.device)
-    base = tag.shared_bytes(straight.params, launch, straight.device)
+    assert not tag_launch.stages_rows(launch, straight.device)
+    base = tag_launch.shared_bytes(straight.params, launch, straight.device)
     assert straight.backend._fn.shared_bytes == base
     monkeypatch.setattr(tag, "stages_rows", lambda launch, device: True)
-    staged = TagVectorEnv(games, **kwargs)
+    staged = make_tag(games, **kwargs)
     assert staged.backend._fn.shared_bytes > base
     assert_same_rollouts(straight, staged, seed=games)
     assert_matches_reference(straight, params)
@@ -351,9 +350,9 @@ def test_one_game_a_warp_writes_its_rows_straight_with_the_staged_results(
 def test_many_games_a_warp_and_larger_blocks_stage_their_rows():
     device = torch.device("cuda")
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    many = tag.PACKED_BLOCKS_PER_SM * sms + 1
-    assert tag.stages_rows(GameLaunch(32, 1, num_games=many), device)
-    assert tag.stages_rows(GameLaunch(32, 1, num_games=many, games_per_block=4), device)
-    assert tag.stages_rows(GameLaunch(32, 1, num_games=2, games_per_block=2), device)
-    assert tag.stages_rows(GameLaunch(64, 1, num_games=1), device)
-    assert not tag.stages_rows(GameLaunch(32, 1, num_games=many - 1), device)
+    many = tag_launch.PACKED_BLOCKS_PER_SM * sms + 1
+    assert tag_launch.stages_rows(GameLaunch(32, 1, num_games=many), device)
+    assert tag_launch.stages_rows(GameLaunch(32, 1, num_games=many, games_per_block=4), device)
+    assert tag_launch.stages_rows(GameLaunch(32, 1, num_games=2, games_per_block=2), device)
+    assert tag_launch.stages_rows(GameLaunch(64, 1, num_games=1), device)
+    assert not tag_launch.stages_rows(GameLaunch(32, 1, num_games=many - 1), device)

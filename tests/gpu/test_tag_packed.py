@@ -12,14 +12,14 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.envs import tag
-from gpu_vecenv.envs.tag import TagVectorEnv
+from gpu_vecenv.envs import tag_launch
 from tests.gpu.test_tag_kernels import (
     MODES,
     assert_matches_reference,
     assert_same_rollouts,
     tag_params,
 )
+from tests.tag.makers import make_tag
 
 pytestmark = pytest.mark.gpu
 
@@ -34,8 +34,8 @@ def _env(games, agents, k, mode, packed, monkeypatch, **extra):
     params["episode_length"] = 25
     if k:
         params["num_other_agents_observed"] = k
-    return TagVectorEnv(games, device="cuda", backend="cuda", strict=False, copy=False,
-                        autoreset_mode=mode, **params, **extra)
+    return make_tag(games, device="cuda", backend="cuda", strict=False, copy=False,
+                    autoreset_mode=mode, **params, **extra)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
@@ -67,10 +67,10 @@ def test_packed_step_matches_the_torch_reference(games, agents, k, monkeypatch):
 def test_auto_packs_games_where_one_a_block_would_crowd_the_sms(monkeypatch):
     monkeypatch.setenv("GPU_VECENV_TAG_PACKED", "auto")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    per_sm = tag.PACKED_BLOCKS_PER_SM
+    per_sm = tag_launch.PACKED_BLOCKS_PER_SM
 
     def games_per_block(games, agents):
-        env = TagVectorEnv(games, device="cuda", backend="cuda", **tag_params(agents, False))
+        env = make_tag(games, device="cuda", backend="cuda", **tag_params(agents, False))
         return env.backend.games_per_step_block
 
     assert games_per_block(1, 5) == 1
@@ -81,4 +81,4 @@ def test_auto_packs_games_where_one_a_block_would_crowd_the_sms(monkeypatch):
     assert games_per_block(100 * per_sm * sms, 17) == 1  # too large to pack
     monkeypatch.setenv("GPU_VECENV_TAG_PACKED", "sometimes")
     with pytest.raises(ValueError, match="GPU_VECENV_TAG_PACKED must be auto or the most"):
-        TagVectorEnv(4, device="cuda", backend="cuda", **tag_params(5, False))
+        make_tag(4, device="cuda", backend="cuda", **tag_params(5, False))

@@ -17,15 +17,14 @@ pytestmark = pytest.mark.gpu
 SCRIPT = """
 import os
 import torch
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
+from tests.tag.makers import make_tag, make_tag_grid
 for mode in ("next_step", "same_step", "disabled"):
     for games, agents, full in ((3, 11, True), (7, 5, False), (2, 40, False), (2, 300, False)):
         kw = dict(num_taggers=3, num_runners=agents - 3, use_full_observation=full,
                   tagging_distance=0.3, episode_length=6)
         if not full:
             kw["num_other_agents_observed"] = min(5, agents - 1)
-        env = TagVectorEnv(games, device="cuda", backend="cuda", autoreset_mode=mode, **kw)
+        env = make_tag(games, device="cuda", backend="cuda", autoreset_mode=mode, **kw)
         env.reset(seed=0)
         for _ in range(8):
             env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
@@ -33,17 +32,17 @@ for mode in ("next_step", "same_step", "disabled"):
                                                       device="cuda")})
     for helpers in ("1", "2", "3"):  # scan helpers per agent (auto gives 2 x 40 three)
         os.environ["GPU_VECENV_TAG_SCAN_HELPERS"] = helpers
-        env = TagVectorEnv(2, device="cuda", backend="cuda", autoreset_mode=mode,
-                           num_taggers=3, num_runners=30, use_full_observation=False,
-                           num_other_agents_observed=7, tagging_distance=0.3, episode_length=6)
+        env = make_tag(2, device="cuda", backend="cuda", autoreset_mode=mode,
+                       num_taggers=3, num_runners=30, use_full_observation=False,
+                       num_other_agents_observed=7, tagging_distance=0.3, episode_length=6)
         os.environ.pop("GPU_VECENV_TAG_SCAN_HELPERS")
         env.reset(seed=0)
         for _ in range(8):
             env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
     for games, agents in ((3, 5), (2, 300)):
-        env = TagGridVectorEnv(games, device="cuda", backend="cuda", autoreset_mode=mode,
-                               num_taggers=agents - 1, grid_length=3, episode_length=5,
-                               random_start=True)
+        env = make_tag_grid(games, device="cuda", backend="cuda", autoreset_mode=mode,
+                            num_taggers=agents - 1, grid_length=3, episode_length=5,
+                            random_start=True)
         env.reset(seed=0)
         for _ in range(8):
             env.step(torch.randint(0, 5, (env.num_envs,), device="cuda"))

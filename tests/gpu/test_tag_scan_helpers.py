@@ -12,14 +12,14 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.envs import tag
-from gpu_vecenv.envs.tag import TagVectorEnv
+from gpu_vecenv.envs import tag_launch
 from tests.gpu.test_tag_kernels import (
     MODES,
     assert_matches_reference,
     assert_same_rollouts,
     tag_params,
 )
+from tests.tag.makers import make_tag
 
 pytestmark = pytest.mark.gpu
 
@@ -34,8 +34,8 @@ def _env(games, agents, k, mode, helpers, monkeypatch):
     params["episode_length"] = 25
     if k is not None:
         params["num_other_agents_observed"] = k
-    return TagVectorEnv(games, device="cuda", backend="cuda", strict=False, copy=False,
-                        autoreset_mode=mode, **params)
+    return make_tag(games, device="cuda", backend="cuda", strict=False, copy=False,
+                    autoreset_mode=mode, **params)
 
 
 @pytest.mark.parametrize("helpers", [1, 3])
@@ -45,7 +45,7 @@ def test_scan_helpers_step_bit_for_bit_like_one_thread_per_agent(games, agents, 
                                                                   helpers, monkeypatch):
     on = _env(games, agents, k, mode, str(helpers), monkeypatch)
     off = _env(games, agents, k, mode, "0", monkeypatch)
-    parts = min(helpers + 1, tag.MAX_SPLIT_BLOCK // agents)
+    parts = min(helpers + 1, tag_launch.MAX_SPLIT_BLOCK // agents)
     assert on.backend.block == 32 * math.ceil(parts * agents / 32)
     assert off.backend.block == 32 * math.ceil(agents / 32)
     assert_same_rollouts(on, off, seed=games * 131 + agents)
@@ -66,8 +66,8 @@ def test_auto_turns_scan_helpers_on_only_for_launches_of_at_most_one_block_per_s
     monkeypatch.setenv("GPU_VECENV_TAG_SCAN_HELPERS", "auto")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     params = tag_params(105, full=False)
-    few = TagVectorEnv(min(100, sms), device="cuda", backend="cuda", **params)
-    many = TagVectorEnv(2000, device="cuda", backend="cuda", **params)
-    full = TagVectorEnv(10, device="cuda", backend="cuda", **tag_params(105, full=True))
-    assert few.backend.block == 32 * math.ceil(tag.AUTO_SCAN_PARTS * 105 / 32)
+    few = make_tag(min(100, sms), device="cuda", backend="cuda", **params)
+    many = make_tag(2000, device="cuda", backend="cuda", **params)
+    full = make_tag(10, device="cuda", backend="cuda", **tag_params(105, full=True))
+    assert few.backend.block == 32 * math.ceil(tag_launch.AUTO_SCAN_PARTS * 105 / 32)
     assert many.backend.block == 128 and full.backend.block == 128

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpu_vecenv.backends.cuda import binding_for
-from gpu_vecenv.env_ids import load_module
+from gpu_vecenv.env_ids import load_module, shipped_ids
 from gpu_vecenv.kernel_binding import (
     KernelBinding,
     KernelLayoutError,
@@ -21,8 +21,7 @@ from gpu_vecenv.kernel_binding import (
 
 from . import harness
 
-CLASSIC_IDS = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
-               "GPUMountainCarContinuous-v0", "GPUPendulum-v1"]
+CLASSIC_IDS = shipped_ids(single_agent=True)
 
 
 def test_reciprocal_is_rounded_once_from_double_like_torch_cuda():

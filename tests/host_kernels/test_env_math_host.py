@@ -1,5 +1,5 @@
-"""The kernels' per-env code (cuda_src/<env>.cu with common/autoreset.cuh), compiled for the
-host, against the torch reference backend on the CPU, by state injection.
+"""The kernels' per-env code (cuda_src/<env>.cu with common/single_agent_kernels.cuh),
+compiled for the host, against the torch reference backend on the CPU, by state injection.
 
 States are ones the reference visits in random roll-outs; elapsed steps, pending autoresets,
 RNG counters and invalid actions are mixed in so every branch of the generic step runs:
@@ -19,13 +19,12 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.buffers import StepOutputs
-from gpu_vecenv.env_ids import load_module
+from gpu_vecenv.env_ids import load_module, shipped_ids
 from gpu_vecenv.vector_env import GpuVectorEnv
 
 from . import harness
 
-ENV_IDS = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
-           "GPUMountainCarContinuous-v0", "GPUPendulum-v1"]
+ENV_IDS = shipped_ids(single_agent=True)
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 NUM_STATES = 4096
 

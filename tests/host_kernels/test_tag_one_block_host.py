@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpu_vecenv.backends.compiler import CUDA_SRC
-from gpu_vecenv.envs.tag import SCAN_MAX_PARTS as MAX_PARTS
+from gpu_vecenv.envs.tag_launch import SCAN_MAX_PARTS as MAX_PARTS
 
 HERE = Path(__file__).resolve().parent / "tag_emulation"
 CONFIGS = [  # games, agents, taggers, K (0: full observation)
@@ -31,10 +31,13 @@ def emulated_tag(tmp_path_factory) -> Path:
     if compiler is None:
         pytest.skip("g++ is not installed")
     out = tmp_path_factory.mktemp("tag_emulation")
-    source = (CUDA_SRC / "tag.cu").read_text()
+    layout = (CUDA_SRC / "tag_layout.cuh").read_text()
     probe = 'asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));'
-    assert probe in source, "tag.cu reads its shared memory size another way: update this test"
-    (out / "tag_emu.cu").write_text(source.replace(probe, "bytes = emu_smem_bytes;"))
+    assert probe in layout, "tag_layout.cuh reads its shared memory size another way: update me"
+    # tag_emu.cu includes the patched tag_layout.cuh beside it; tag_observe.cuh's include of
+    # the original is then skipped (the same include guard)
+    (out / "tag_layout.cuh").write_text(layout.replace(probe, "bytes = emu_smem_bytes;"))
+    (out / "tag_emu.cu").write_text((CUDA_SRC / "tag.cu").read_text())
     exe = out / "harness"
     command = [compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
                f"-I{CUDA_SRC}", f"-I{out}", "-DTAG_ONLY", "-DTAG_ONLY_full", "-DTAG_ONLY_k4",

@@ -13,9 +13,9 @@ from gymnasium.vector import AutoresetMode
 from gpu_vecenv import seeding
 from gpu_vecenv.action_sampling import ActionSampler, describe_space, sample_reference
 from gpu_vecenv.entry_points import make_vec
+from gpu_vecenv.env_ids import shipped_ids
 
-SHIPPED = ["GPUCartPole-v1", "GPUAcrobot-v1", "GPUMountainCar-v0",
-           "GPUMountainCarContinuous-v0", "GPUPendulum-v1", "GPUTag-v0", "GPUTagGrid-v0"]
+SHIPPED = shipped_ids()
 
 
 def _textbook(seed: int, slot: int, counter: int, dims: int) -> list[int]:

@@ -19,11 +19,10 @@ import gpu_vecenv
 from gpu_vecenv import captured_rollout, make_vec
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.captured_rollout import CapturedRollout, capture_problems
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 from gpu_vecenv.trajectory import OBS_ROW_ALIGNMENT, Trajectory
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime.counting_env import COUNTING
+from tests.tag.makers import make_tag, make_tag_grid
 
 
 def _plays_0_and_1(obs):
@@ -149,8 +148,8 @@ def test_equals_the_eager_loop(env_id, mode):
 
 def test_equals_the_eager_loop_for_tag_slots():
     def make():
-        return TagVectorEnv(3, device="cpu", copy=False, num_runners=3, tagging_distance=0.2,
-                            episode_length=5, autoreset_mode=AutoresetMode.SAME_STEP)
+        return make_tag(3, device="cpu", copy=False, num_runners=3, tagging_distance=0.2,
+                        episode_length=5, autoreset_mode=AutoresetMode.SAME_STEP)
 
     trajectories = _compare_with_eager_loop(make)
     assert trajectories[0].active.shape == (6, 12)
@@ -268,7 +267,7 @@ def test_capture_problems_name_every_setting_a_graph_cannot_hold():
                               torch_graphs=True, torch_compile=True)  # ignored by kernels
     assert capture_problems(kernels) == []
     # the Tag references keep their constants on the device (gpu_vecenv.device_constants)
-    for make in (TagVectorEnv, TagGridVectorEnv):
+    for make in (make_tag, make_tag_grid):
         assert capture_problems(make(1, device="cpu", backend="torch", strict=False)) == []
 
 

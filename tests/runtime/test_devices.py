@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpu_vecenv.devices import resolve_device
+from gpu_vecenv.devices import usable_device
 from gpu_vecenv.entry_points import make_vec
-from gpu_vecenv.envs.tag import TagVectorEnv
+from tests.tag.makers import make_tag
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def cpu_only_torch(monkeypatch):
     "make",
     [
         lambda device: make_vec("GPUCartPole-v1", 2, device=device),
-        lambda device: TagVectorEnv(2, device=device),
+        lambda device: make_tag(2, device=device),
     ],
     ids=["single-agent", "multi-agent"],
 )
@@ -55,7 +55,7 @@ def test_cuda_index_past_the_last_gpu(monkeypatch):
         match=r"'cuda:3' but torch sees 1 CUDA GPU\(s\): cuda:0 to "
         r"cuda:0",
     ):
-        resolve_device("cuda:3")
+        usable_device("cuda:3")
 
 
 @pytest.mark.parametrize("device", ["gpu", "cuda:x", "banana", "", 1.5])
@@ -63,7 +63,7 @@ def test_cuda_index_past_the_last_gpu(monkeypatch):
     "make",
     [
         lambda device: make_vec("GPUAcrobot-v1", 2, device=device),
-        lambda device: TagVectorEnv(1, device=device),
+        lambda device: make_tag(1, device=device),
     ],
     ids=["single-agent", "multi-agent"],
 )
@@ -73,6 +73,6 @@ def test_nonsense_devices_are_a_value_error(make, device):
 
 
 def test_valid_devices_still_resolve(cpu_only_torch):
-    assert resolve_device(None) == torch.device("cpu")
-    assert resolve_device("cpu") == torch.device("cpu")
+    assert usable_device(None) == torch.device("cpu")
+    assert usable_device("cpu") == torch.device("cpu")
     assert make_vec("GPUCartPole-v1", 2, device=torch.device("cpu")).device.type == "cpu"

@@ -17,14 +17,14 @@ from gymnasium.vector import AutoresetMode
 from gpu_vecenv import seeding
 from gpu_vecenv.backends.torch_backend import TorchBackend
 from gpu_vecenv.definition import EnvDefinition, StateField
-from gpu_vecenv.envs import acrobot, cartpole, mountain_car, mountain_car_continuous, pendulum
-from gpu_vecenv.reset_and_state import reseed
+from gpu_vecenv.env_ids import load_definition, shipped_ids
+from gpu_vecenv.envs import cartpole
+from gpu_vecenv.reset_arguments import reseed
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime import frozen_torch_backend as frozen
 from tests.runtime.counting_env import BOX_COUNTING, CountingParams
 
-CLASSIC = {m.DEFINITION.name: m.DEFINITION
-           for m in (cartpole, acrobot, mountain_car, mountain_car_continuous, pendulum)}
+CLASSIC = {d.name: d for d in map(load_definition, shipped_ids(single_agent=True))}
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
 

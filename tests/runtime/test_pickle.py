@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import gpu_vecenv
-from gpu_vecenv.adapters.pettingzoo import TagParallelEnv
+from gpu_vecenv.adapters.pettingzoo import OneGameParallelEnv
 from gpu_vecenv.entry_points import make_vec
 
 
@@ -83,7 +83,7 @@ def test_before_reset_after_close_and_pettingzoo_views():
     assert torch.equal(
         pickle.loads(pickle.dumps(batched)).vec.get_state()["x"], batched.vec.get_state()["x"]
     )
-    one_game = TagParallelEnv(num_runners=2)
+    one_game = OneGameParallelEnv(num_runners=2)
     obs, _ = one_game.reset(seed=2)
     copied = pickle.loads(pickle.dumps(one_game))
     actions = {agent: np.array([3, 7]) for agent in one_game.agents}

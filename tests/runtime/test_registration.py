@@ -243,14 +243,14 @@ def test_an_env_without_kernels_falls_back_to_torch_under_auto(monkeypatch):
 
     monkeypatch.setattr(backends, "resolve_backend", lambda backend, device: "cuda")
     monkeypatch.setattr(backends, "_notices_shown", set())
-    cuda = torch.device("cuda", 0)
+    context = SimpleNamespace(device=torch.device("cuda", 0))
     with pytest.warns(UserWarning, match="using the torch backend .*has no CUDA kernels"):
-        name, _ = backends.build_backend(
-            "auto", cuda, lambda: binding_for(COUNTING), lambda: "torch backend"
+        name, built = backends.build_backend(
+            "auto", context, lambda ctx: binding_for(COUNTING), lambda ctx: ("torch", ctx)
         )
-    assert name == "torch"
+    assert name == "torch" and built == ("torch", context)
     with pytest.raises(KernelsUnavailable):
-        backends.build_backend("cuda", cuda, lambda: binding_for(COUNTING), lambda: None)
+        backends.build_backend("cuda", context, lambda ctx: binding_for(COUNTING), lambda ctx: None)
 
 
 FIRST_THING = """

@@ -16,9 +16,9 @@ from gymnasium.error import DependencyNotInstalled
 
 from gpu_vecenv import rendering
 from gpu_vecenv.entry_points import make_vec
-from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime.counting_env import COUNTING
+from tests.tag.makers import make_tag
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_metadata_follows_gymnasium():
     env = make_vec("GPUAcrobot-v1", 2, device="cpu")
     assert env.metadata["render_modes"] == ["human", "rgb_array"]
     assert env.metadata["render_fps"] == 15  # Gymnasium's Acrobot
-    assert TagVectorEnv(1, device="cpu").metadata["render_fps"] == 10
+    assert make_tag(1, device="cpu").metadata["render_fps"] == 10
     assert gym.make("GPUPendulum-v1").metadata["render_modes"] == ["human", "rgb_array"]
     assert GpuVectorEnv(COUNTING, 2, device="cpu").metadata["render_modes"] == []
 
@@ -53,7 +53,7 @@ def test_unsupported_render_modes_are_refused():
     with pytest.raises(ValueError, match="counting cannot render .*got 'human'"):
         GpuVectorEnv(COUNTING, 2, device="cpu", render_mode="human")
     with pytest.raises(ValueError, match="render_mode"):
-        TagVectorEnv(1, device="cpu", render_mode="rgb_array_list")
+        make_tag(1, device="cpu", render_mode="rgb_array_list")
 
 
 def test_human_window_shows_the_rgb_array_frame_after_each_step(dummy_display):
@@ -75,11 +75,11 @@ def test_human_window_shows_the_rgb_array_frame_after_each_step(dummy_display):
 
 def test_human_tag_and_single_env(dummy_display):
     pygame = dummy_display
-    tag = TagVectorEnv(2, device="cpu", render_mode="human", render_game=1, num_runners=2)
+    tag = make_tag(2, device="cpu", render_mode="human", render_game=1, num_runners=2)
     tag.reset(seed=0)
     tag.step(tag.action_space.sample())
     state = {k: v[1:] for k, v in tag.get_state().items()}
-    one = TagVectorEnv(1, device="cpu", render_mode="rgb_array", num_runners=2)
+    one = make_tag(1, device="cpu", render_mode="rgb_array", num_runners=2)
     one.set_state(state)
     np.testing.assert_array_equal(_window_pixels(pygame), one.render()[0])
     tag.close()

@@ -16,9 +16,9 @@ from gpu_vecenv import buffers
 from gpu_vecenv.actions import InvalidActionError
 from gpu_vecenv.buffers import OutputRing
 from gpu_vecenv.deferred_errors import ERROR_FLAG_INTERVAL
-from gpu_vecenv.envs.tag import TagVectorEnv
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime.counting_env import COUNTING
+from tests.tag.makers import make_tag
 
 STEPS = 3 * OutputRing.MAX_STEPS + 5  # across several chunks
 
@@ -65,7 +65,7 @@ def test_copy_true_outputs_never_alias_nor_change(mode):
 
 
 def test_copy_true_multi_agent_outputs_never_alias_nor_change():
-    env = TagVectorEnv(2, device="cpu", num_runners=3, autoreset_mode="SAME_STEP")
+    env = make_tag(2, device="cpu", num_runners=3, autoreset_mode="SAME_STEP")
     gen = torch.Generator().manual_seed(0)
     nvec = torch.as_tensor(env.single_action_space.nvec)
     pool = [(torch.rand((env.num_envs, 2), generator=gen) * nvec).long() for _ in range(4)]

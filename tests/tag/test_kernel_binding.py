@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from gpu_vecenv.backends.compiler import CUDA_SRC, build_command, find_nvcc
-from gpu_vecenv.envs import tag, tag_grid
+from gpu_vecenv.envs import tag, tag_grid, tag_launch
 from gpu_vecenv.multi_agent.definition import MultiAgentDefinition
 from gpu_vecenv.multi_agent.kernel_binding import GameLaunch, check_consts_layout
 from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
@@ -17,9 +17,17 @@ from gpu_vecenv.multi_agent.kernel_constants import enum_values, int_constant
 GAMES = {"tag": tag, "tag_grid": tag_grid}
 
 
+def _kernel_text(name: str) -> str:
+    """``cuda_src/<name>.cu`` and the headers beside it that it includes (tag_layout.cuh)."""
+    text = (CUDA_SRC / f"{name}.cu").read_text()
+    for header in re.findall(r'^#include "(\w+\.cuh)"', text, re.M):
+        text += (CUDA_SRC / header).read_text()
+    return text
+
+
 def _consts_macro_fields(name: str) -> str:
     """The constants field list of ``cuda_src/<name>.cu`` as its layout table spells it."""
-    text = (CUDA_SRC / f"{name}.cu").read_text()
+    text = _kernel_text(name)
     body = re.search(r"#define \w+_CONSTS\(FIELD\)(.*?)\n\s*\n", text, re.S).group(1)
     return "".join(f"{kind} {field};"
                    for kind, field in re.findall(r"\bFIELD\((int|float), (\w+)\)", body))
@@ -62,8 +70,8 @@ def test_a_mismatch_fails_with_both_field_lists():
 
 
 def test_layout_facts_come_from_the_kernel_sources():
-    assert tag.NUM_FEATURES == int_constant("tag.cu", "kTagFeatures") == 7
-    assert int_constant("tag.cu", "kTagDiffFeatures") == len(tag._features(
+    assert tag.NUM_FEATURES == int_constant("tag_layout.cuh", "kTagFeatures") == 7
+    assert int_constant("tag_layout.cuh", "kTagDiffFeatures") == len(tag._features(
         tag.TagParams(), tag.reset(tag.TagParams(), _uniforms(tag.TagParams()))))
     params = tag.TagParams(use_full_observation=False, num_other_agents_observed=3)
     assert params.obs_dim == 7 * 3 + 2
@@ -107,17 +115,19 @@ def test_scan_helpers_only_where_the_kernel_has_them(monkeypatch):
     too_big = tag.TagParams(num_taggers=10, num_runners=247, use_full_observation=False)
     k17 = tag.TagParams(num_taggers=10, num_runners=95, use_full_observation=False,
                         num_other_agents_observed=17)
-    assert tag.SCAN_MAX_PARTS == 4 and tag.MAX_SPLIT_BLOCK == 512
-    for helpers in range(tag.SCAN_MAX_PARTS):
-        monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, str(helpers))
-        assert tag.threads_per_agent(partial, 100, cpu) == helpers + 1
-        assert tag.threads_per_agent(wide, 100, cpu) == min(helpers + 1, 2)  # 200 agents
-        assert tag.threads_per_agent(full, 100, cpu) == tag.threads_per_agent(too_big, 1, cpu) == 1
-    assert tag.threads_per_agent(k17, 1, cpu) == 1 and tag.SCAN_HELPERS_MAX_OBSERVED == 16
+    launch = tag_launch
+    assert launch.SCAN_MAX_PARTS == 4 and launch.MAX_SPLIT_BLOCK == 512
+    for helpers in range(launch.SCAN_MAX_PARTS):
+        monkeypatch.setenv(launch.SCAN_HELPERS_VARIABLE, str(helpers))
+        assert launch.threads_per_agent(partial, 100, cpu) == helpers + 1
+        assert launch.threads_per_agent(wide, 100, cpu) == min(helpers + 1, 2)  # 200 agents
+        assert launch.threads_per_agent(full, 100, cpu) == 1
+        assert launch.threads_per_agent(too_big, 1, cpu) == 1
+    assert launch.threads_per_agent(k17, 1, cpu) == 1 and launch.SCAN_HELPERS_MAX_OBSERVED == 16
     for text in ("yes", "4", "-1"):
-        monkeypatch.setenv(tag.SCAN_HELPERS_VARIABLE, text)
+        monkeypatch.setenv(launch.SCAN_HELPERS_VARIABLE, text)
         with pytest.raises(ValueError, match="must be auto or a number of helpers"):
-            tag.threads_per_agent(partial, 100, cpu)
+            launch.threads_per_agent(partial, 100, cpu)
     for parts, split in ((2, 53), (3, 35), (4, 27)):
         on = GameLaunch(block=32 * -(-parts * 105 // 32), blocks_per_game=1,
                         threads_per_agent=parts)
@@ -140,7 +150,7 @@ def test_one_block_step_entries_exist_and_are_chosen_for_large_games():
                           num_other_agents_observed=10)
     small = tag.TagParams(num_taggers=1, num_runners=4, use_full_observation=False,
                           num_other_agents_observed=4)
-    edge = tag.TagParams(num_taggers=1, num_runners=tag.ONE_BLOCK_STEP_MIN_AGENTS - 1)
+    edge = tag.TagParams(num_taggers=1, num_runners=tag_launch.ONE_BLOCK_STEP_MIN_AGENTS - 1)
     step = tag.KERNEL_BINDING.one_block_step
     assert step(large, "tag_run_k10") == "tag_step_k10"
     assert step(large, "tag_run_k10_wide") == "tag_step_k10_wide"

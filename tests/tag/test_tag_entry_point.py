@@ -22,4 +22,5 @@ def test_make_vec_in_a_fresh_interpreter():
     result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["TagVectorEnv", str(4096 * 11), str(4096 * 11), "72", "88"]
+    assert result.stdout.split() == ["MultiAgentVectorEnv", str(4096 * 11), str(4096 * 11),
+                                     "72", "88"]

@@ -11,6 +11,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import gpu_vecenv
 from gpu_vecenv.adapters.pettingzoo import parallel_env
+from tests.tag.makers import PREDATOR_PREY
 
 CASES = [
     ("GPUTag-v0", {}),
@@ -72,3 +73,14 @@ def test_batched_parallel_env_dicts_of_game_tensors():
     assert out[0]["runner_0"].shape == (2, 13)
     with pytest.raises(TypeError, match="single-agent"):
         gpu_vecenv.parallel_env("GPUCartPole-v1", num_games=2, device="cpu")
+
+
+def test_one_game_of_any_multi_agent_env_by_its_roles():
+    gpu_vecenv.register("PredatorPrey-v0", PREDATOR_PREY, kwargs={"num_taggers": 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parallel_api_test(parallel_env("PredatorPrey-v0"), num_cycles=50)
+    env = parallel_env("PredatorPrey-v0")
+    _, infos = env.reset(seed=0)
+    assert env.possible_agents == ["predator_0", "predator_1", "prey_0"]
+    assert infos["prey_0"] == {"role": "prey"} and infos["predator_1"] == {"role": "predator"}

@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
 from gpu_vecenv.tag_render import RUNNER, TAGGER, record_episode
+from tests.tag.makers import make_tag, make_tag_grid
 
 
 def test_rgb_array_frame_of_the_chosen_game():
-    env = TagVectorEnv(2, device="cpu", render_mode="rgb_array", render_game=1, num_runners=2)
+    env = make_tag(2, device="cpu", render_mode="rgb_array", render_game=1, num_runners=2)
     env.reset(seed=0)
     env.set_state({"x": torch.tensor([[1.0, 2.0, 3.0], [5.0, 5.0, 9.0]]),
                    "y": torch.tensor([[1.0, 2.0, 3.0], [5.0, 1.0, 9.0]]),
@@ -25,11 +24,11 @@ def test_rgb_array_frame_of_the_chosen_game():
     assert tuple(frame[int(400 - 10 - 1.0 * scale), int(10 + 5.0 * scale)]) == RUNNER
     assert tuple(frame[int(400 - 10 - 2.0 * scale), int(10 + 2.0 * scale)]) != RUNNER  # game 0
     with pytest.warns(UserWarning, match="render_mode"):
-        assert TagVectorEnv(1, device="cpu").render() is None
+        assert make_tag(1, device="cpu").render() is None
 
 
 def test_grid_frame_and_gif(tmp_path):
-    env = TagGridVectorEnv(1, device="cpu", render_mode="rgb_array", num_taggers=2)
+    env = make_tag_grid(1, device="cpu", render_mode="rgb_array", num_taggers=2)
     env.reset(seed=0)
     (frame,) = env.render()
     assert frame.ndim == 3 and (frame == np.array(TAGGER, np.uint8)).all(-1).any()

@@ -294,12 +294,12 @@ def test_partial_observation_orders_by_distance_skips_the_out_and_pads():
 
 
 def test_observations_stay_in_the_space_over_a_rollout():
-    from gpu_vecenv.envs.tag import TagVectorEnv
+    from tests.tag.makers import make_tag
 
     for full in (True, False):
-        env = TagVectorEnv(8, device="cpu", num_runners=6, tagging_distance=0.05,
-                           skill_level_runner=1.5, use_full_observation=full,
-                           observe_own_state=not full)
+        env = make_tag(8, device="cpu", num_runners=6, tagging_distance=0.05,
+                       skill_level_runner=1.5, use_full_observation=full,
+                       observe_own_state=not full)
         obs, _ = env.reset(seed=5)
         env.action_space.seed(5)
         for _ in range(60):

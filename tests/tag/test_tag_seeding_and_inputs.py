@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from gpu_vecenv.actions import InvalidActionError
-from gpu_vecenv.envs.tag import TagVectorEnv
-from gpu_vecenv.envs.tag_grid import TagGridVectorEnv
+from tests.tag.makers import make_tag, make_tag_grid
 
 
 def rollout(env, seed, steps=15):
@@ -28,7 +27,7 @@ def same(a, b):
 
 
 def make(**kwargs):
-    return TagVectorEnv(3, device="cpu", num_runners=4, tagging_distance=0.1, **kwargs)
+    return make_tag(3, device="cpu", num_runners=4, tagging_distance=0.1, **kwargs)
 
 
 def test_same_seed_same_run_different_seed_different_run():
@@ -57,7 +56,7 @@ def test_unseeded_reset_continues_the_stream():
 
 
 def test_start_state_distribution():
-    env = TagVectorEnv(200, device="cpu", num_runners=9, grid_length=20.0)
+    env = make_tag(200, device="cpu", num_runners=9, grid_length=20.0)
     env.reset(seed=0)
     s = env.get_state()
     assert 0 <= s["x"].min() and s["x"].max() < 20 and s["y"].max() < 20
@@ -80,7 +79,7 @@ def test_fixed_start_positions_repeat_across_episodes_and_games():
 
 
 def test_grid_random_start_is_seeded():
-    env = TagGridVectorEnv(4, device="cpu", random_start=True)
+    env = make_tag_grid(4, device="cpu", random_start=True)
     env.reset(seed=1)
     a = env.get_state()["x"]
     env.reset(seed=1)
@@ -99,7 +98,7 @@ def test_wrong_shapes_and_dtypes_are_refused():
                 np.zeros(n, np.int64), np.zeros((n, 2), np.float32), [["a", "b"]] * n):
         with pytest.raises(InvalidActionError):
             env.step(bad)
-    grid = TagGridVectorEnv(2, device="cpu")
+    grid = make_tag_grid(2, device="cpu")
     grid.reset(seed=0)
     with pytest.raises(InvalidActionError):
         grid.step(np.zeros((grid.num_envs, 1), np.int64))
@@ -121,7 +120,7 @@ def test_out_of_range_actions_strict_change_nothing():
 
 
 def test_out_of_range_actions_deferred_leave_their_game_unchanged():
-    env = TagGridVectorEnv(3, device="cpu", strict=False)
+    env = make_tag_grid(3, device="cpu", strict=False)
     env.reset(seed=0)
     before = env.get_state()
     actions = np.ones(env.num_envs, np.int64)
@@ -135,19 +134,19 @@ def test_out_of_range_actions_deferred_leave_their_game_unchanged():
 
 def test_bad_constructor_arguments():
     with pytest.raises(TypeError, match="unknown parameter"):
-        TagVectorEnv(1, device="cpu", num_taggerz=2)
+        make_tag(1, device="cpu", num_taggerz=2)
     with pytest.raises(ValueError, match="unknown preset"):
-        TagVectorEnv(1, device="cpu", preset="fast")
+        make_tag(1, device="cpu", preset="fast")
     with pytest.raises(ValueError, match=">= 1"):
-        TagVectorEnv(0, device="cpu")
+        make_tag(0, device="cpu")
     with pytest.raises(TypeError):
-        TagVectorEnv(2.5, device="cpu")
+        make_tag(2.5, device="cpu")
     with pytest.raises(ValueError, match="autoreset_mode"):
-        TagVectorEnv(1, device="cpu", autoreset_mode="sometimes")
+        make_tag(1, device="cpu", autoreset_mode="sometimes")
     with pytest.raises(ValueError, match="render_game"):
-        TagVectorEnv(2, device="cpu", render_game=2)
+        make_tag(2, device="cpu", render_game=2)
     with pytest.raises(ValueError, match="disagree"):
-        TagVectorEnv(1, device="cpu", max_episode_steps=5, episode_length=6)
+        make_tag(1, device="cpu", max_episode_steps=5, episode_length=6)
 
 
 def test_bad_reset_and_state_arguments():

@@ -17,15 +17,16 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.envs.tag import TagVectorEnv, observe
+from gpu_vecenv.envs.tag import observe
+from tests.tag.makers import make_tag
 
 T, F = True, False
 NOOP = torch.zeros((6, 2), dtype=torch.int64)
 
 
 def scenario(mode, **kwargs):
-    env = TagVectorEnv(2, device="cpu", autoreset_mode=mode, num_taggers=1, num_runners=2,
-                       episode_length=3, tagging_distance=0.05, **kwargs)
+    env = make_tag(2, device="cpu", autoreset_mode=mode, num_taggers=1, num_runners=2,
+                   episode_length=3, tagging_distance=0.05, **kwargs)
     env.reset(seed=0)
     obs = env.set_state({
         "x": torch.tensor([[5.0, 5.2, 9.0], [1.0, 5.0, 9.0]]),
@@ -114,7 +115,7 @@ def test_disabled_freezes_ended_games_until_reset():
 
 
 def test_copy_false_reuses_outputs_and_state_round_trip():
-    env = TagVectorEnv(3, device="cpu", copy=False, num_runners=3)
+    env = make_tag(3, device="cpu", copy=False, num_runners=3)
     env.reset(seed=4)
     env.action_space.seed(4)
     actions = [env.action_space.sample() for _ in range(6)]

@@ -1,6 +1,8 @@
-// The generic parts of every single-agent kernel: reset from the RNG, time limit, the
-// three autoreset modes, invalid-action handling and the observation writes. They mirror
-// gpu_vecenv/backends/torch_backend.py line for line; an env only supplies a struct
+// The kernels of a single-agent env (cuda_src/<env>.cu), all but its own math: reset from
+// the RNG, time limit, the three autoreset modes, invalid-action handling, the observation
+// writes, and GV_DEFINE_KERNELS, which emits the env's extern "C" step / reset / observe
+// kernels. They mirror gpu_vecenv/backends/torch_backend.py line for line (the multi-agent
+// counterpart is games.cuh); an env only supplies a struct
 //
 //   struct Env {
 //     static constexpr int kStateDim, kObsDim, kResetDraws, kActionDim;
@@ -15,17 +17,13 @@
 //   };
 //
 // with every function GV_HD, so the env's math also compiles and runs on the host
-// (tests/cuda/ checks it against the torch reference on a machine without a GPU).
+// (tests/host_kernels/ checks it against the torch reference on a machine without a GPU).
 #pragma once
 
+#include "autoreset_modes.cuh"
 #include "consts.cuh"
 #include "index.cuh"
 #include "rng.cuh"
-
-// Values of gymnasium.vector.AutoresetMode as passed to the kernels.
-#define GV_AUTORESET_NEXT_STEP 0
-#define GV_AUTORESET_SAME_STEP 1
-#define GV_AUTORESET_DISABLED 2
 
 // Pointers to the env's state fields, one (n,) float32 tensor each, in state_fields order.
 template <int kStateDim>

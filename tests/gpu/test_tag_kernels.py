@@ -21,7 +21,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_vecenv.envs import tag, tag_launch
+from gpu_vecenv.envs import tag_launch
 from gpu_vecenv.multi_agent.kernel_binding import GameLaunch
 from tests.tag.makers import make_tag, make_tag_grid
 
@@ -340,7 +340,7 @@ def test_one_game_a_warp_writes_its_rows_straight_with_the_staged_results(
     assert not tag_launch.stages_rows(launch, straight.device)
     base = tag_launch.shared_bytes(straight.params, launch, straight.device)
     assert straight.backend._fn.shared_bytes == base
-    monkeypatch.setattr(tag, "stages_rows", lambda launch, device: True)
+    monkeypatch.setattr(tag_launch, "stages_rows", lambda launch, device: True)
     staged = make_tag(games, **kwargs)
     assert staged.backend._fn.shared_bytes > base
     assert_same_rollouts(straight, staged, seed=games)

@@ -84,9 +84,12 @@ def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
         env = make_vec(t.env, 1, device="cpu", backend="torch", **t.env_kwargs)
         obs_dim = int(env.single_observation_space.shape[0])
         spec = ActionSpec.from_space(env.single_action_space)
-        for name in slot_assignment(config, env):
+        assignment = slot_assignment(config, env)
+        # A multi-agent env's policies train on torch ops: the kernels do not mask idle slots.
+        multi_agent = assignment.get("default", []) is not None
+        for name in assignment:
             c = config.policy_config(name)
-            if not isinstance(c, PPOConfig) or t.fused_kernels is False:
+            if not isinstance(c, PPOConfig) or t.fused_kernels is False or multi_agent:
                 continue
             hidden = tuple(c.hidden_sizes)
             tile = choose_tile(obs_dim, hidden, spec, limit)

@@ -165,6 +165,16 @@ def test_compile_command_builds_every_shipped_kernel_with_nvrtc(tmp_path):
     assert again.returncode == 0 and "built" not in again.stdout  # all from the cache
 
 
+def test_compile_builds_the_fused_kernels_only_for_single_agent_ppo_presets():
+    """Multi-agent policies train on torch ops (the fused kernels do not mask idle slots),
+    so `gpu-vecenv compile` builds no fused kernel for a Tag preset, even one that fits."""
+    from gpu_vecenv.compile_cli import fused_ppo_jobs
+
+    jobs, _ = fused_ppo_jobs((9, 0))
+    presets = sorted(job.label.split("[")[1].split(":")[0] for job in jobs)
+    assert presets == ["acrobot_ppo", "cartpole_ppo", "mountain_car_ppo"]
+
+
 @nvrtc_required
 def test_nvrtc_cache_reuses_the_image_and_keys_by_compiler_and_target(tmp_path, monkeypatch):
     monkeypatch.setenv("GPU_VECENV_CACHE_DIR", str(tmp_path / "cache"))

@@ -188,7 +188,9 @@ def test_stop_at_return_is_validated(value, message):
 
 def test_every_registered_env_has_a_valid_shipped_config():
     assert set(ENVS) <= set(PRESETS), f"no shipped config for {set(ENVS) - set(PRESETS)}"
-    alternatives = {"tag_cpu.yaml"}  # a smaller game of an env whose default is another
+    # other games of an env whose default is another: a smaller one, three speed ratios
+    alternatives = {"tag_cpu.yaml", "tag_taggers_fast.yaml", "tag_same_speed.yaml",
+                    "tag_runners_fast.yaml"}
     for path in list_presets():
         config = load_config(path)
         assert isinstance(config, Config)

@@ -165,14 +165,15 @@ def test_compile_command_builds_every_shipped_kernel_with_nvrtc(tmp_path):
     assert again.returncode == 0 and "built" not in again.stdout  # all from the cache
 
 
-def test_compile_builds_the_fused_kernels_only_for_single_agent_ppo_presets():
+def test_compile_builds_the_fused_kernels_only_for_single_agent_ppo_configs():
     """Multi-agent policies train on torch ops (the fused kernels do not mask idle slots),
-    so `gpu-vecenv compile` builds no fused kernel for a Tag preset, even one that fits."""
+    so `gpu-vecenv compile` builds no fused kernel for a shipped Tag config, even one that
+    fits."""
     from gpu_vecenv.compile_cli import fused_ppo_jobs
 
     jobs, _ = fused_ppo_jobs((9, 0))
-    presets = sorted(job.label.split("[")[1].split(":")[0] for job in jobs)
-    assert presets == ["acrobot_ppo", "cartpole_ppo", "mountain_car_ppo"]
+    configs = sorted(job.label.split("[")[1].split(":")[0] for job in jobs)
+    assert configs == ["acrobot_ppo", "cartpole_ppo", "mountain_car_ppo"]
 
 
 @nvrtc_required

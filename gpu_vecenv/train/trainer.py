@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import distributed, run_directory
@@ -52,34 +52,11 @@ from gpu_vecenv.train.stopping import (
     threshold_reached,
     thresholds_by_policy,
 )
+from gpu_vecenv.train.training_env import make_env, trainer_device
 
 CPU_SLOTS_WARNING = 4096
 """Vector slots from which a run on the CPU gets a warning: a GPU-sized config there
 moves its progress only every few seconds to minutes and runs for hours."""
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> the current CUDA device if any, else the CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise ValueError(f"trainer.device: {exc}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("trainer.device is cuda but torch sees no CUDA GPU")
-    return device
-
-
-def make_env(config: Config, device: torch.device, num_envs: int | None = None, **kwargs):
-    """The training env (SAME_STEP autoreset so ``final_obs`` is available, reused
-    output buffers). ``trainer.env`` is any registered id, ``"module:Env-v0"`` included."""
-    from gpu_vecenv.entry_points import make_vec
-
-    t = config.trainer
-    return make_vec(t.env, num_envs or t.num_envs, device=device, backend=t.backend,
-                    autoreset_mode=AutoresetMode.SAME_STEP, copy=False,
-                    **t.env_kwargs, **kwargs)
 
 
 @dataclass
@@ -124,7 +101,7 @@ class Trainer:
         t = config.trainer
         if resume and overwrite:
             raise ValueError("resume or overwrite a run directory, not both")
-        self.device = distributed.rank_device(resolve_device(t.device))
+        self.device = distributed.rank_device(trainer_device(t.device))
         self.distributed = distributed.init(self.device)
         self.rank, self.world_size = distributed.rank(), distributed.world_size()
         if t.torch_threads > 0 or self.device.type == "cpu":
@@ -151,7 +128,7 @@ class Trainer:
 
             # Each rank searches on its own GPU; all use the smallest choice.
             self.config = config = resolve_num_envs(
-                config, self.device, self.run_dir if resume else None,
+                config, self.device, Trainer, self.run_dir if resume else None,
                 log=print if self.rank == 0 else None,
                 agree=lambda n: distributed.agree_min(n, self.device))
             t = config.trainer

@@ -266,7 +266,7 @@ FUSED_HEADS = [
 
 def _fused_flags(space, obs_dim, hidden, activation, normalize):
     from gpu_vecenv.train.distributions import ActionSpec
-    from gpu_vecenv.train.fused import compile_flags
+    from gpu_vecenv.train.ppo_mlp_kernels import compile_flags
 
     spaces = {"discrete": gym.spaces.Discrete(3),
               "multidiscrete": gym.spaces.MultiDiscrete([3, 3], start=[-1, 0]),
@@ -411,8 +411,8 @@ def test_compile_command_without_a_gpu_asks_for_an_arch(tmp_path):
 def test_fused_flags_carry_every_array_element_and_the_launch_block_sizes():
     """ppo_mlp.cu has no defaults: every element of its size arrays comes as a flag (0 past
     the network's layers and the space's dimensions), and its block sizes are the ones
-    fused.py launches with, from the same constants."""
-    from gpu_vecenv.train import fused
+    ppo_mlp_kernels.py launches with, from the same constants."""
+    from gpu_vecenv.train import ppo_mlp_kernels as fused
 
     flags = dict(f[2:].split("=") for f in _fused_flags(*FUSED_HEADS[1]))
     assert [flags[f"H{k}"] for k in range(fused.MAX_HIDDEN_LAYERS)] == ["32", "16", "8", "8"]

@@ -255,7 +255,7 @@ def test_fused_kernels_fit_networks_whose_weights_and_gradients_fit_shared_memor
 
     from gpu_vecenv.backends import cuda_backend_problem
     from gpu_vecenv.train.distributions import ActionSpec
-    from gpu_vecenv.train.fused import choose_tile, fused_blockers
+    from gpu_vecenv.train.ppo_mlp_kernels import choose_tile, fused_blockers
 
     cartpole = ActionSpec.from_space(gym.spaces.Discrete(2))
     tag = ActionSpec.from_space(gym.spaces.MultiDiscrete([21, 21]))

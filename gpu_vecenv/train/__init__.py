@@ -35,7 +35,7 @@ _EXPORTS = {
     "TrainingDiverged": "gpu_vecenv.train.divergence",
     "TrainResult": "gpu_vecenv.train.trainer",
     "Trainer": "gpu_vecenv.train.trainer",
-    "train": "gpu_vecenv.train.trainer",
+    "train": "gpu_vecenv.train.train_function",
 }
 
 __all__ = sorted(_EXPORTS)

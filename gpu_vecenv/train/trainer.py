@@ -19,6 +19,9 @@ Started by ``torchrun`` (or in a process group the caller made), the same loop r
 every rank, data-parallel (:mod:`gpu_vecenv.train.distributed`): ``global_step`` and
 ``total_steps`` count every rank's env steps, logged rows are global, rank 0 writes the
 outputs and each rank its own checkpoint file.
+
+The env and the device a config names are built by :mod:`.training_env`; a run in one
+call, ``train(...)``, is :mod:`.train_function`.
 """
 
 from __future__ import annotations
@@ -33,15 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gymnasium.vector import VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import distributed, run_directory
-from gpu_vecenv.train.config import ALGO_CONFIGS, Config
-from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
+from gpu_vecenv.train.config import Config
+from gpu_vecenv.train.config_loading import save_yaml
 from gpu_vecenv.train.divergence import blame_divergence, check_finite
 from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
-from gpu_vecenv.train.logger import IterationTimer, MetricsWriter
+from gpu_vecenv.train.logger import IterationTimer, MetricsWriter, NoMetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
 from gpu_vecenv.train.progress import Progress
 from gpu_vecenv.train.stop_agreement import StopAgreement, wait_for_device
@@ -61,7 +63,7 @@ moves its progress only every few seconds to minutes and runs for hours."""
 
 @dataclass
 class TrainResult:
-    """What :func:`train` returns."""
+    """What :meth:`Trainer.run` (and :func:`gpu_vecenv.train.train`) returns."""
 
     run_dir: Path
     global_step: int
@@ -86,7 +88,7 @@ class Trainer:
         callback: called with each logged row; returning ``False`` stops training
             (a checkpoint is written first).
         env: train on this vector env instead of making one from ``config`` (see
-            :func:`train`); ``config.trainer`` must describe it.
+            :func:`gpu_vecenv.train.train`); ``config.trainer`` must describe it.
         overwrite: start afresh in a run directory that already holds a run (its
             checkpoints, logs and evaluation are deleted when :meth:`run` starts).
 
@@ -306,7 +308,7 @@ class Trainer:
         t = self.config.trainer
         if self.rank > 0:  # rank 0 writes a data-parallel run's outputs
             progress = Progress(False, self.num_iterations * self.batch, self.global_step)
-            yield _NoMetricsWriter(), progress  # type: ignore[misc]
+            yield NoMetricsWriter(), progress  # type: ignore[misc]
             return
         if self.overwrite:
             run_directory.clear_outputs(self.run_dir)
@@ -453,57 +455,3 @@ class Trainer:
         self.iteration = int(payload["counters"]["iteration"])
         self.global_step = int(payload["counters"]["global_step"])
         self.resumed_from = self.saved_step = self.global_step
-
-
-def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: bool = False,
-          overwrite: bool = False,
-          callback: Callable[[dict[str, Any]], bool | None] | None = None,
-          **trainer: Any) -> TrainResult:
-    """Train and return a :class:`TrainResult`.
-
-    ``config`` is a full :class:`Config`, or an env id, or a vector env made by gpu_vecenv
-    (in ``SAME_STEP`` autoreset mode); then ``algo_config`` (a ``PPOConfig``, ``A2CConfig``
-    or ``DDPGConfig``) picks the algorithm and ``trainer`` sets fields of
-    :class:`TrainerConfig`::
-
-        result = train("GPUCartPole-v1", PPOConfig(), num_envs=64, total_steps=200_000)
-        envs = gpu_vecenv.make_vec("PointReach-v0", 64, autoreset_mode="SameStep")
-        result = train(envs, PPOConfig(), total_steps=200_000)
-
-    An env instance is trained on as it is; its id, size, device, backend and parameters
-    fill in ``trainer`` (so evaluation and ``--resume`` can make it again by id).
-    """
-    env = None
-    if not isinstance(config, (str, Config)):
-        from gpu_vecenv.train.env_instance import trainer_fields_of
-
-        env = config
-        described = trainer_fields_of(env, trainer)
-        config = described.pop("env")
-        trainer = {**described, **trainer}
-    if isinstance(config, str):
-        raw: dict[str, Any] = {"trainer": {"env": config, **trainer}}
-        if algo_config is not None:
-            names = {cls: name for name, cls in ALGO_CONFIGS.items()}
-            if type(algo_config) not in names:
-                raise TypeError(f"algo_config must be one of {list(ALGO_CONFIGS.values())}")
-            name = names[type(algo_config)]
-            raw["trainer"]["algo"] = name
-            # Through the dict form, so the same validation applies as for YAML files.
-            raw[name] = dataclasses.asdict(algo_config)
-        config = config_from_dict(raw)
-    elif trainer or algo_config is not None:
-        raise TypeError("pass trainer fields and algo_config only with an env id")
-    with Trainer(config, resume=resume, callback=callback, env=env,
-                 overwrite=overwrite) as trainer:
-        return trainer.run()
-
-
-class _NoMetricsWriter:
-    """What ranks other than 0 write: nothing."""
-
-    def write(self, row: dict[str, Any]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass

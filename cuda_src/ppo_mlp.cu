@@ -1,4 +1,4 @@
-// Fused PPO kernels for small actor-critic MLPs (host side: gpu_vecenv/train/fused.py).
+// Fused PPO kernels for small actor-critic MLPs (host side: gpu_vecenv/train/ppo_mlp_kernels.py).
 //
 // A minibatch step of PPO on a 64x64 MLP is ~180 small torch kernels (forward, loss,
 // autograd backward, gradient clipping); here it is four: ppo_update_tiles computes the
@@ -14,7 +14,7 @@
 // gradient: 4 units x 4 inputs summed over the tile's samples) from float4 reads: one
 // shared-memory read per 8 multiply-adds.
 //
-// Every size is a compile-time constant (-D flags from fused.compile_flags, one cubin per
+// Every size is a compile-time constant (-D flags from ppo_mlp_kernels.compile_flags, one cubin per
 // network shape): OBS_DIM; NUM_HIDDEN (1..4) and H0..H3 (0 past NUM_HIDDEN); ACTOR_OUT
 // (logits or means); ACTIVATION (0 tanh, 1 relu, 2 elu); HEAD_GAUSSIAN (1: Box, 0:
 // categorical); NUM_SEG (1..8) with SEG0..7 (category counts) and START0..7 (the space's
@@ -33,7 +33,7 @@
     || !defined(HEAD_GAUSSIAN) || !defined(NUM_SEG) || !defined(SEG7) || !defined(START7) \
     || !defined(NORMALIZE_OBS) || !defined(TILE) || !defined(THREADS) \
     || !defined(REDUCE_THREADS) || !defined(STATS_THREADS)
-#error "ppo_mlp.cu needs its sizes as -D flags (see gpu_vecenv/train/fused.py)"
+#error "ppo_mlp.cu needs its sizes as -D flags (see gpu_vecenv/train/ppo_mlp_kernels.py)"
 #endif
 
 namespace {

@@ -20,7 +20,7 @@ Component ``k`` of slot ``s``'s action is word ``k`` of the draw (see
 ``u = (word >> 8) * 2**-24`` in float32 for a bounded ``Box`` (``high`` itself is never
 drawn). Unbounded ``Box`` dimensions have no uniform distribution and are refused.
 
-Cost (H200, CartPole, captured roll-outs, docs/capture.md): 0.35-0.45 µs a step less than a
+Cost (H200, CartPole, captured roll-outs, docs/capture.md): 0.3-0.45 µs a step less than a
 ``torch.randint`` policy up to 16,384 envs (the first four components' ranges reach the
 kernel as arguments, so a draw waits for one round trip to memory, its seed and count); at
 a million envs and more, where a step is bandwidth-bound, more than a ``torch.randint``

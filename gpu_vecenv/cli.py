@@ -59,10 +59,36 @@ def _time_limit(env) -> int | None:
     return getattr(env.params, "episode_length", None)
 
 
-def _configs_main(args: argparse.Namespace) -> int:
-    from gpu_vecenv.train.presets import CONFIG_DIR, describe_presets
+def _shipped_config_rows() -> list[dict[str, object]]:
+    """One row per shipped config: name, env, algo, num_envs, total_steps,
+    stop_at_return, whether it is its env's default, and the first comment line."""
+    from gpu_vecenv.train.config_loading import load_config
+    from gpu_vecenv.train.shipped_configs import default_config_path, shipped_config_paths
 
-    rows = describe_presets()
+    rows = []
+    for path in shipped_config_paths():
+        config = load_config(path)
+        t = config.trainer
+        first = path.read_text().splitlines()[0] if path.stat().st_size else ""
+        rows.append(
+            {
+                "name": path.stem,
+                "env": t.env,
+                "algo": t.algo,
+                "num_envs": t.num_envs,
+                "total_steps": t.total_steps,
+                "stop_at_return": t.stop_at_return,
+                "default": default_config_path(t.env) == path,
+                "summary": first.lstrip("# ").strip() if first.startswith("#") else "",
+            }
+        )
+    return rows
+
+
+def _configs_main(args: argparse.Namespace) -> int:
+    from gpu_vecenv.train.shipped_configs import CONFIG_DIR
+
+    rows = _shipped_config_rows()
     width = max(len(r["name"]) for r in rows)
     env_width = max(len(r["env"]) for r in rows)
     print(f"{'NAME':{width}}  {'ENV':{env_width}}  ALGO  {'ENVS':>5}  {'TOTAL STEPS':>12}  "

@@ -71,14 +71,14 @@ def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
     from gpu_vecenv.train.config import PPOConfig
     from gpu_vecenv.train.config_loading import load_config
     from gpu_vecenv.train.distributions import ActionSpec
-    from gpu_vecenv.train.fused import SOURCE, choose_tile, compile_flags, shared_limit_of
     from gpu_vecenv.train.policies import slot_assignment
-    from gpu_vecenv.train.presets import list_presets
+    from gpu_vecenv.train.ppo_mlp_kernels import SOURCE, choose_tile, compile_flags, shared_limit_of
+    from gpu_vecenv.train.shipped_configs import shipped_config_paths
 
     limit = shared_limit_of(capability)
     jobs: dict[tuple[str, ...], Job] = {}
     notes = []
-    for path in list_presets():
+    for path in shipped_config_paths():
         config = load_config(path)
         t = config.trainer
         env = make_vec(t.env, 1, device="cpu", backend="torch", **t.env_kwargs)

@@ -4,7 +4,9 @@ Adding a shipped env, of either kind: one entry here, one ``envs/<name>.py`` exp
 ``DEFINITION`` (an ``EnvDefinition`` or a ``MultiAgentDefinition``: ``make_vec`` builds
 the vector env of its kind), one ``cuda_src/<name>.cu``, and their tests. A single-agent
 env's time limit is its definition's ``max_episode_steps``, a multi-agent env's its
-params' ``episode_length``; neither is repeated here.
+params' ``episode_length``; neither is repeated here. The entry names the shipped
+training configs of the env (``gpu_vecenv/train/configs/<name>.yaml``); the trainer's
+defaults per env and the tests' lists of configs are read from here.
 A user's env joins the same table at run time through
 :func:`gpu_vecenv.register_env.register` (``gpu_vecenv.register``).
 
@@ -81,6 +83,11 @@ class EnvEntry:
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Default keyword arguments of ``make_vec`` for this id (Gymnasium's ``EnvSpec.kwargs``):
     env parameters, ``preset``, ``device``, ``backend``; those given to ``make_vec`` win."""
+    train_configs: tuple[str, ...] = ()
+    """The shipped training configs of this env, by name (``gpu_vecenv/train/configs/
+    <name>.yaml``; ``gpu-vecenv train <name>``). The first one of an algorithm is the env's
+    config for it (``gpu-vecenv train --env ID --algo ALGO``), the very first the env's
+    default (``--env ID``). Every shipped env has one; an env registered at run time none."""
 
     def __post_init__(self) -> None:
         if self.max_episode_steps is FROM_DEFINITION:
@@ -93,18 +100,26 @@ ENVS: dict[str, EnvEntry] = {
     e.id: e
     for e in (
         EnvEntry("GPUCartPole-v1", "gpu_vecenv.envs.cartpole", reward_threshold=475.0,
-                 summary="Gymnasium CartPole-v1: balance a pole on a cart"),
+                 summary="Gymnasium CartPole-v1: balance a pole on a cart",
+                 train_configs=("cartpole_ppo", "cartpole_a2c")),
         EnvEntry("GPUAcrobot-v1", "gpu_vecenv.envs.acrobot", reward_threshold=-100.0,
-                 summary="Gymnasium Acrobot-v1: swing a two-link arm up"),
+                 summary="Gymnasium Acrobot-v1: swing a two-link arm up",
+                 train_configs=("acrobot_ppo",)),
         EnvEntry("GPUMountainCar-v0", "gpu_vecenv.envs.mountain_car", reward_threshold=-110.0,
-                 summary="Gymnasium MountainCar-v0: drive up a hill, discrete push"),
+                 summary="Gymnasium MountainCar-v0: drive up a hill, discrete push",
+                 train_configs=("mountain_car_ppo",)),
         EnvEntry("GPUMountainCarContinuous-v0", "gpu_vecenv.envs.mountain_car_continuous",
                  reward_threshold=90.0,
-                 summary="Gymnasium MountainCarContinuous-v0: continuous force"),
+                 summary="Gymnasium MountainCarContinuous-v0: continuous force",
+                 train_configs=("mountain_car_continuous_ddpg",)),
         EnvEntry("GPUPendulum-v1", "gpu_vecenv.envs.pendulum",
-                 summary="Gymnasium Pendulum-v1: swing up and hold a pendulum"),
-        EnvEntry("GPUTag-v0", "gpu_vecenv.envs.tag", summary="continuous multi-agent Tag"),
-        EnvEntry("GPUTagGrid-v0", "gpu_vecenv.envs.tag_grid", summary="gridworld Tag"),
+                 summary="Gymnasium Pendulum-v1: swing up and hold a pendulum",
+                 train_configs=("pendulum_ddpg",)),
+        EnvEntry("GPUTag-v0", "gpu_vecenv.envs.tag", summary="continuous multi-agent Tag",
+                 train_configs=("tag_ppo", "tag_cpu", "tag_taggers_fast",
+                                "tag_same_speed", "tag_runners_fast")),
+        EnvEntry("GPUTagGrid-v0", "gpu_vecenv.envs.tag_grid", summary="gridworld Tag",
+                 train_configs=("tag_grid_ppo",)),
     )
 }
 

@@ -116,11 +116,11 @@ def allreduce_model(world_sizes: list[int], bus_gbps: float, latency_us: float) 
 
     from gpu_vecenv.train import load_config
     from gpu_vecenv.train.policies import build_groups
-    from gpu_vecenv.train.presets import CONFIG_DIR
-    from gpu_vecenv.train.trainer import make_env
+    from gpu_vecenv.train.shipped_configs import shipped_config_paths
+    from gpu_vecenv.train.training_env import make_env
 
     out = []
-    for path in sorted(Path(CONFIG_DIR).glob("*.yaml")):
+    for path in shipped_config_paths():
         config = load_config(path.stem, device="cpu", backend="torch", num_envs=1)
         env = make_env(config, torch.device("cpu"))
         groups = build_groups(config, env, torch.device("cpu"), torch.Generator())

@@ -165,14 +165,20 @@ def test_compile_command_builds_every_shipped_kernel_with_nvrtc(tmp_path):
     assert again.returncode == 0 and "built" not in again.stdout  # all from the cache
 
 
-def test_compile_builds_the_fused_kernels_only_for_single_agent_ppo_presets():
+def test_compile_builds_the_fused_kernels_only_for_single_agent_ppo_configs():
     """Multi-agent policies train on torch ops (the fused kernels do not mask idle slots),
-    so `gpu-vecenv compile` builds no fused kernel for a Tag preset, even one that fits."""
+    so `gpu-vecenv compile` builds no fused kernel for a shipped Tag config, even one that
+    fits."""
     from gpu_vecenv.compile_cli import fused_ppo_jobs
+    from gpu_vecenv.env_ids import ENVS, shipped_ids
+    from gpu_vecenv.train.config_loading import load_config
 
     jobs, _ = fused_ppo_jobs((9, 0))
-    presets = sorted(job.label.split("[")[1].split(":")[0] for job in jobs)
-    assert presets == ["acrobot_ppo", "cartpole_ppo", "mountain_car_ppo"]
+    configs = sorted(job.label.split("[")[1].split(":")[0] for job in jobs)
+    single_agent_ppo = sorted(name for env_id in shipped_ids(single_agent=True)
+                              for name in ENVS[env_id].train_configs
+                              if load_config(name).trainer.algo == "ppo")
+    assert "cartpole_ppo" in single_agent_ppo and configs == single_agent_ppo
 
 
 @nvrtc_required
@@ -265,7 +271,7 @@ FUSED_HEADS = [
 
 def _fused_flags(space, obs_dim, hidden, activation, normalize):
     from gpu_vecenv.train.distributions import ActionSpec
-    from gpu_vecenv.train.fused import compile_flags
+    from gpu_vecenv.train.ppo_mlp_kernels import compile_flags
 
     spaces = {"discrete": gym.spaces.Discrete(3),
               "multidiscrete": gym.spaces.MultiDiscrete([3, 3], start=[-1, 0]),
@@ -410,8 +416,8 @@ def test_compile_command_without_a_gpu_asks_for_an_arch(tmp_path):
 def test_fused_flags_carry_every_array_element_and_the_launch_block_sizes():
     """ppo_mlp.cu has no defaults: every element of its size arrays comes as a flag (0 past
     the network's layers and the space's dimensions), and its block sizes are the ones
-    fused.py launches with, from the same constants."""
-    from gpu_vecenv.train import fused
+    ppo_mlp_kernels.py launches with, from the same constants."""
+    from gpu_vecenv.train import ppo_mlp_kernels as fused
 
     flags = dict(f[2:].split("=") for f in _fused_flags(*FUSED_HEADS[1]))
     assert [flags[f"H{k}"] for k in range(fused.MAX_HIDDEN_LAYERS)] == ["32", "16", "8", "8"]

@@ -2,9 +2,7 @@
 
 A circle (``a`` imports ``b`` and ``b``, maybe deep inside a function, imports ``a``) means
 neither module can be read, tested or moved without the other. The modules are read as
-text (nothing is imported); ``if TYPE_CHECKING:`` imports count too. The trainer's own
-circles (gpu_vecenv/train/) are listed in ``KNOWN``: they are to go when train/ is
-restructured (issue 33); any other circle fails, and so does a listed one that grew.
+text (nothing is imported); ``if TYPE_CHECKING:`` imports count too. Any circle fails.
 """
 
 from __future__ import annotations
@@ -15,11 +13,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"gpu_vecenv": "gpu_vecenv", "gpu_vecenv.envs": "envs",
             "gpu_vecenv.adapters": "adapters", "gpu_vecenv.cuda_src": "cuda_src"}
-KNOWN = [
-    {"gpu_vecenv.train.config_loading", "gpu_vecenv.train.env_kwargs", "gpu_vecenv.train.presets"},
-    {"gpu_vecenv.train.autoscale", "gpu_vecenv.train.evaluation", "gpu_vecenv.train.probe",
-     "gpu_vecenv.train.trainer"},
-]
 
 
 def _modules(root: Path, packages: dict[str, str]) -> dict[str, Path]:
@@ -77,9 +70,9 @@ def import_circles(root: Path = ROOT, packages: dict[str, str] = PACKAGES) -> li
     return groups
 
 
-def test_no_import_circles_but_the_known_ones_in_train():
-    unexpected = [sorted(group) for group in import_circles() if group not in KNOWN]
-    assert not unexpected, f"import circles: {unexpected}"
+def test_no_import_circles():
+    circles = [sorted(group) for group in import_circles()]
+    assert not circles, f"import circles: {circles}"
 
 
 def test_the_check_sees_a_circle_through_a_function_level_import(tmp_path):

@@ -30,12 +30,12 @@ _EXPORTS = {
     "load_models": "gpu_vecenv.train.evaluation",
     "load_policy": "gpu_vecenv.train.trained_policy",
     "TrainedPolicy": "gpu_vecenv.train.trained_policy",
-    "default_config_path": "gpu_vecenv.train.presets",
+    "default_config_path": "gpu_vecenv.train.shipped_configs",
     "TrainingInterrupted": "gpu_vecenv.train.stopping",
     "TrainingDiverged": "gpu_vecenv.train.divergence",
     "TrainResult": "gpu_vecenv.train.trainer",
     "Trainer": "gpu_vecenv.train.trainer",
-    "train": "gpu_vecenv.train.trainer",
+    "train": "gpu_vecenv.train.train_function",
 }
 
 __all__ = sorted(_EXPORTS)

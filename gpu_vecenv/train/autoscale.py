@@ -24,7 +24,9 @@ number). Besides ``autoscale_max_envs``, the choice stays within :data:`MAX_ROLL
 
 The search functions (:func:`fit_memory`, :func:`search_memory`,
 :func:`search_throughput`) take their measurements as functions, so they are tested
-with made-up numbers; :func:`choose_num_envs` gives them the real ones.
+with made-up numbers; :func:`choose_num_envs` gives them the real ones. It is given the
+trainer class to measure (the :class:`~gpu_vecenv.train.trainer.Trainer`, which calls
+:func:`resolve_num_envs` as it is built, passes itself), so this module sits below it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -235,15 +238,17 @@ class Choice:
 
 
 def choose_num_envs(config: Config, device: torch.device,
+                    trainer_class: Callable[[Config], Any],
                     log: Callable[[str], None] | None = print) -> Choice:
     """The ``num_envs`` for ``config`` on ``device`` (``trainer.autoscale``,
     ``autoscale_memory_fraction``, ``autoscale_max_envs``), printed through ``log``.
 
-    Builds trainers of ``config`` at several sizes (in a temporary run directory) and
-    frees them again; the caller builds the real one afterwards.
+    Builds trainers of ``config`` (``trainer_class(config)``, see :class:`Probe`) at
+    several sizes (in a temporary run directory) and frees them again; the caller builds
+    the real one afterwards.
     """
     t = config.trainer
-    probe = Probe(config, device)
+    probe = Probe(config, device, trainer_class)
     try:
         meter = MemoryMeter(device)
         lines: list[str] = []
@@ -302,7 +307,7 @@ def choose_num_envs(config: Config, device: torch.device,
 
 def _slots_per_env(config: Config, device: torch.device) -> int:
     """Vector slots of one env (agents per game of a multi-agent env, else 1)."""
-    from gpu_vecenv.train.trainer import make_env
+    from gpu_vecenv.train.training_env import make_env
 
     env = make_env(config, device, num_envs=1)
     try:
@@ -404,12 +409,14 @@ def _throughput_text(searched: ThroughputSearch, limit: int) -> str:
             f"{doubled / rates[n] - 1:+.0%} (< {MIN_GAIN:.0%})")
 
 
-def resolve_num_envs(config: Config, device: torch.device, resume_dir: Path | None = None,
+def resolve_num_envs(config: Config, device: torch.device,
+                     trainer_class: Callable[[Config], Any], resume_dir: Path | None = None,
                      log: Callable[[str], None] | None = print,
                      agree: Callable[[int], int] | None = None) -> Config:
     """``config`` with ``trainer.num_envs: auto`` replaced by a number: the one the run
     in ``resume_dir`` was started with (its ``config.yaml``), else
-    :func:`choose_num_envs`'s for ``device``. A config with a number is returned as it is.
+    :func:`choose_num_envs`'s for ``device`` (measuring ``trainer_class``'s trainers). A
+    config with a number is returned as it is.
 
     ``agree``: with several data-parallel ranks, each searches on its own GPU and this
     turns the rank's choice into the one every rank uses (e.g. their minimum, through
@@ -427,7 +434,7 @@ def resolve_num_envs(config: Config, device: torch.device, resume_dir: Path | No
         if log is not None:
             log(f"num_envs: auto -> {n:,} (the size the run in {resume_dir} started with)")
     else:
-        n = choose_num_envs(config, device, log).num_envs
+        n = choose_num_envs(config, device, trainer_class, log).num_envs
         if agree is not None:
             chosen, n = n, int(agree(n))
             if n != chosen and log is not None:

@@ -18,17 +18,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 import shlex
 import signal
 import sys
-import textwrap
 import traceback
 import typing
 from pathlib import Path
 
 from gpu_vecenv.train.config import SECTIONS
-from gpu_vecenv.train.config_loading import field_docs, load_yaml, type_name
+from gpu_vecenv.train.config_help import config_help, config_yaml
+from gpu_vecenv.train.config_loading import load_yaml
+from gpu_vecenv.train.config_values import type_name
 
 _SHORTCUTS = {"env": "env", "algo": "algo", "num_envs": "num_envs",
               "global_num_envs": "num_envs_global",
@@ -112,7 +112,7 @@ def _num_envs(text: str) -> int | str:
 def resolve_config(args: argparse.Namespace):
     """The validated config of the command line (no env is built)."""
     from gpu_vecenv.train.config_loading import apply_override, config_from_dict
-    from gpu_vecenv.train.presets import default_config_path, resolve_config_path
+    from gpu_vecenv.train.shipped_configs import default_config_path, resolve_config_path
 
     raw: dict = {}
     if args.resume:
@@ -167,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(config_help(config, args))
         return 0
     if args.print_config:
-        sys.stdout.write(_yaml_text(config))
+        sys.stdout.write(config_yaml(config))
         return 0
     if args.gpus is not None and args.gpus != 1:
         if distributed.launched():
@@ -215,6 +215,7 @@ def _train(args: argparse.Namespace, config) -> int:
 
 def _train_and_report(args: argparse.Namespace, trainer, caught: list) -> int:
     from gpu_vecenv.train import distributed
+    from gpu_vecenv.train.evaluation import format_evaluation
     from gpu_vecenv.train.stopping import TrainingInterrupted
 
     config = trainer.config
@@ -264,7 +265,7 @@ def _train_and_report(args: argparse.Namespace, trainer, caught: list) -> int:
         if returns:
             print(f"last training returns: {returns}")
     if result.evaluation is not None:
-        print(_format_evaluation(result.evaluation))
+        print(format_evaluation(result.evaluation))
     print(f"checkpoint: {result.run_dir / 'checkpoints' / 'latest.pt'}")
     return 0
 
@@ -390,72 +391,3 @@ def _finished_message(trainer, run: str) -> str:
             f"trained (total_steps {t.total_steps:,}). Nothing to train; to train longer: "
             f"gpu-vecenv train --resume {run} --total-steps {2 * t.total_steps}; to "
             f"evaluate: gpu-vecenv eval {run}")
-
-
-def _yaml_text(config) -> str:
-    import tempfile
-
-    from gpu_vecenv.train.config_loading import save_yaml
-
-    with tempfile.TemporaryDirectory() as tmp:
-        save_yaml(config, Path(tmp) / "config.yaml")
-        return (Path(tmp) / "config.yaml").read_text()
-
-
-def config_help(config, args: argparse.Namespace) -> str:
-    """Every key of the sections this run uses (``trainer``, its algorithm), each with
-    the value this command line resolves to, its type and meaning."""
-    t = config.trainer
-    source = (f"the run in {args.resume}" if args.resume else f"config {args.config}"
-              if args.config else f"--env {t.env} (its shipped config)")
-    lines = textwrap.wrap(f"Config keys, with the values for {source}. Set any of them with "
-                          "--set SECTION.KEY=VALUE (YAML syntax: true, null, [64, 64]).", 96)
-    lines.append("")
-    for section in ("trainer", t.algo):
-        cls = SECTIONS[section]
-        hints = typing.get_type_hints(cls)
-        docs = field_docs(cls)
-        title = (cls.__doc__ or "").strip().splitlines()[0]
-        lines.append(f"{section}: {re.sub(r' [(]section ``[a-z0-9]+``[)]', '', title)}")
-        values = getattr(config, section)
-        for f in dataclasses.fields(cls):
-            value = getattr(values, f.name)
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            note = "" if value == default else f"; built-in default {_yaml_value(default)}"
-            lines.append(f"  {section}.{f.name} = {_yaml_value(value)}  "
-                         f"({type_name(hints[f.name])}{note})")
-            doc = " ".join(docs.get(f.name, "").split()).replace("``", "").replace("`", "")
-            lines += textwrap.wrap(doc, 96, initial_indent="      ", subsequent_indent="      ")
-        lines.append("")
-    others = [name for name in ("ppo", "a2c", "ddpg") if name != t.algo]
-    lines.append("policies: multi-agent runs: policy name -> agents (roles or ids) and")
-    lines.append("  overrides of the algorithm's keys (docs/training.md, Multi-agent).")
-    lines.append(f"The keys of {' and '.join(others)}: add --algo {others[0]} "
-                 f"(or --algo {others[1]}) --help-config.")
-    return "\n".join(lines) + "\n"
-
-
-def _yaml_value(value) -> str:
-    """A value as written in YAML / --set: ``null``, ``true``, ``[64, 64]``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
-def _format_evaluation(ev: dict) -> str:
-    if len(ev["policies"]) == 1:
-        return (f"evaluation over {ev['episodes']} episodes: mean return "
-                f"{ev['mean_return']:.2f} (std {ev['std_return']:.2f}), mean length "
-                f"{ev['mean_length']:.1f}")
-    # Several policies (teams): a mean over taggers and runners together means nothing.
-    return (f"evaluation over {ev['episodes']} games: mean agent episode length "
-            f"{ev['mean_length']:.1f}; mean return per team:"
-            + "".join(f"\n  {name}: {p['mean_return_per_agent']:.3f} per agent, "
-                      f"{p['mean_return_per_game']:.3f} per game"
-                      for name, p in ev["policies"].items()))

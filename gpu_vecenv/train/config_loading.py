@@ -1,6 +1,7 @@
-"""Building a validated :class:`~gpu_vecenv.train.config.Config`: YAML files,
-``section.key=value`` overrides, type coercion and checks, and the help text read from
-the config dataclasses' field docstrings.
+"""Building a validated :class:`~gpu_vecenv.train.config.Config`: YAML files (a path or
+a shipped config's name, :mod:`.shipped_configs`), ``section.key=value`` overrides, and the
+checks (each value converted to its field's type by :mod:`.config_values`, ranges by
+:mod:`.config_ranges`, ``trainer.env_kwargs`` by :mod:`.env_kwargs`).
 
 Everything is validated before a run starts: an unknown key, a value of the wrong type
 or an unknown env id raises a ``ValueError``/``TypeError`` naming the key.
@@ -8,16 +9,11 @@ or an unknown env id raises a ``ValueError``/``TypeError`` naming the key.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
 import io
-import math
-import textwrap
-import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from gpu_vecenv.train.config import (
     ALGO_CONFIGS,
@@ -26,128 +22,9 @@ from gpu_vecenv.train.config import (
     DDPGConfig,
     PolicySpec,
 )
-
-# -- help text from field docstrings (CleanRL style) --
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """``{field: docstring}`` read from the string literal under each field."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs = {}
-    for node, following in zip(body, body[1:], strict=False):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and isinstance(following, ast.Expr)
-                and isinstance(following.value, ast.Constant)
-                and isinstance(following.value.value, str)):
-            docs[node.target.id] = following.value.value.strip()
-    return docs
-
-
-def type_name(hint: Any) -> str:
-    """A short readable name of a type hint (for help and errors)."""
-    origin = typing.get_origin(hint)
-    if origin is Literal:
-        return "{" + ",".join(str(a) for a in typing.get_args(hint)) + "}"
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(type_name(a) for a in typing.get_args(hint))
-    if origin is tuple:
-        return f"list of {type_name(typing.get_args(hint)[0])}"
-    if hint is type(None):
-        return "null"
-    return getattr(hint, "__name__", str(hint))
-
+from gpu_vecenv.train.config_values import coerce
 
 # -- validation --
-
-
-class NotFiniteError(ValueError):
-    """A number that is NaN or infinite where a finite one is needed."""
-
-
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """``value`` converted to ``hint`` or a TypeError/ValueError naming ``where``."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None or (isinstance(value, str) and value.lower() in ("null", "none")):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except (TypeError, ValueError) as exc:
-                errors.append(exc)
-        for exc in errors:
-            if isinstance(exc, NotFiniteError):
-                raise exc  # a number is allowed, just not this one
-        raise TypeError(f"{where} must be {_expected(args)}, got {value!r}")
-    if origin is Literal:
-        choices = typing.get_args(hint)
-        if value not in choices:
-            raise ValueError(f"{where} must be one of {list(choices)}, got {value!r}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{where} must be a list, got {value!r}")
-        item = typing.get_args(hint)[0]
-        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{where} must be a list, got {value!r}")
-        item = typing.get_args(hint)[0]
-        return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise TypeError(f"{where} must be true or false, got {value!r}")
-    if hint is int:
-        if isinstance(value, str):
-            value = _number(value, where, hint)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{where} must be an int, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, str):
-            value = _number(value, where, hint)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{where} must be a number, got {value!r}")
-        if not math.isfinite(value):  # YAML reads .nan and .inf as floats
-            raise NotFiniteError(f"{where} must be a finite number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise TypeError(f"{where} must be a string, got {value!r}")
-        return value
-    if hint is dict or origin is dict:
-        if not isinstance(value, dict):
-            raise TypeError(f"{where} must be a mapping, got {value!r}")
-        return dict(value)
-    raise TypeError(f"{where}: unsupported type {hint!r}")
-
-
-def _expected(args: tuple) -> str:
-    """What a union of ``args`` accepts, in words where each member has some (``an int or
-    auto``), else its type name (``float or dict or null``)."""
-    words = {int: "an int", float: "a number", type(None): "null"}
-    if all(a in words or typing.get_origin(a) is Literal for a in args):
-        return " or ".join(words.get(a) or "/".join(map(str, typing.get_args(a)))
-                           for a in args)
-    return " or ".join(type_name(a) for a in args)
-
-
-def _number(text: str, where: str, hint: type) -> float:
-    # PyYAML reads "3e-4" (no dot) as a string; accept any Python float literal.
-    try:
-        return float(text)
-    except ValueError:
-        raise TypeError(f"{where} must be {'an int' if hint is int else 'a number'}, "
-                        f"got {text!r}") from None
 
 
 def build_section(cls: type, values: dict[str, Any], section: str) -> Any:
@@ -166,7 +43,7 @@ def build_section(cls: type, values: dict[str, Any], section: str) -> Any:
         )
         raise ValueError(f"unknown key(s) {', '.join(f'{section}.{k}' for k in unknown)}"
                          f"{hints_text}; valid keys: {', '.join(names)}")
-    kwargs = {k: _coerce(v, hints[k], f"{section}.{k}") for k, v in values.items()}
+    kwargs = {k: coerce(v, hints[k], f"{section}.{k}") for k, v in values.items()}
     return cls(**kwargs)
 
 
@@ -201,7 +78,7 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
             raise ValueError(f"{where} needs 'agents': a list of roles or agent ids")
         agents = spec["agents"]
         agents = [agents] if isinstance(agents, (str, int)) else agents
-        agents = _coerce(agents, list[str | int], f"{where}.agents")
+        agents = coerce(agents, list[str | int], f"{where}.agents")
         if not agents:
             raise ValueError(f"{where}.agents is empty")
         overrides = spec.get(algo) or {}
@@ -249,7 +126,7 @@ def _checked_stop_at_return(value: Any, policies: list[str]) -> float | dict | N
                          "pairs, a number, or null")
     checked = {}
     for name, threshold in value.items():
-        checked[str(name)] = _coerce(threshold, float, f"trainer.stop_at_return.{name}")
+        checked[str(name)] = coerce(threshold, float, f"trainer.stop_at_return.{name}")
     unknown = sorted(set(checked) - set(policies)) if policies else []
     if unknown:
         raise ValueError(f"trainer.stop_at_return names unknown policies {unknown}; "
@@ -364,7 +241,7 @@ def load_config(
     """Build a validated :class:`Config`: defaults, then the YAML file at ``path`` (a
     file, or the name of a shipped config such as ``"cartpole_ppo"``), then ``overrides``
     (``"section.key=value"``), then ``trainer`` keyword values."""
-    from gpu_vecenv.train.presets import resolve_config_path
+    from gpu_vecenv.train.shipped_configs import resolve_config_path
 
     raw = load_yaml(resolve_config_path(path)) if path is not None else {}
     for assignment in overrides:

@@ -12,11 +12,14 @@ env exists. Errors name the key: ``trainer.env_kwargs.gravity must be a number, 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import types
 import typing
 from typing import Any, Literal
+
+from gpu_vecenv.entry_points import is_single_agent, vector_env_class
+from gpu_vecenv.env_ids import get_entry, load_definition
+from gpu_vecenv.train.config_values import coerce
 
 SET_BY_THE_TRAINER = {"device": "trainer.device", "backend": "trainer.backend",
                       "autoreset_mode": "the trainer (SameStep)", "copy": "the trainer",
@@ -33,15 +36,12 @@ def checked_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if clash:
         raise ValueError("; ".join(f"trainer.env_kwargs.{key} is set by "
                                    f"{SET_BY_THE_TRAINER[key]}, not here" for key in clash))
-    definition, vector_cls = _definition_and_class(env_id)
-    params_type = getattr(definition, "params_type", None)
-    if params_type is None or not dataclasses.is_dataclass(params_type):
-        return dict(kwargs)  # an env without a params dataclass checks its kwargs itself
+    definition = load_definition(env_id)
+    params_type = definition.params_type
     fields = [f.name for f in dataclasses.fields(params_type)]
     hints = _type_hints(params_type)
-    keywords = _keywords(vector_cls)
-    if keywords is not None:
-        _check_names(env_id, params_type, kwargs, keywords - set(SET_BY_THE_TRAINER))
+    keywords = _keywords(vector_env_class(definition))
+    _check_names(env_id, params_type, kwargs, keywords - set(SET_BY_THE_TRAINER))
     checked = {key: (_converted(value, hints.get(key), f"trainer.env_kwargs.{key}")
                      if key in fields else value) for key, value in kwargs.items()}
     _build_params(env_id, definition, checked)
@@ -61,43 +61,12 @@ def _check_names(env_id: str, params_type: type, kwargs: dict[str, Any],
                         f"{', '.join(sorted(keywords))}") from None
 
 
-def _definition_and_class(env_id: str) -> tuple[Any, type | None]:
-    """The env's definition (``None`` for a module that makes its own vector env without
-    one) and the vector env class ``make_vec`` builds."""
-    from gpu_vecenv.entry_points import vector_env_class
-    from gpu_vecenv.env_ids import get_entry
-
-    entry = get_entry(env_id)
-    if entry.definition is not None:
-        return entry.definition, vector_env_class(entry.definition)
-    module = importlib.import_module(entry.module)
-    definition = getattr(module, "DEFINITION", None)
-    vector_cls = getattr(module, "VECTOR_ENV", None)
-    if vector_cls is None and definition is not None:
-        vector_cls = vector_env_class(definition)
-    return definition, vector_cls
-
-
-def _keywords(vector_cls: type | None) -> set[str] | None:
-    """The named keyword parameters of ``vector_cls.__init__``, following ``**kwargs`` up
-    to our base class (``TagVectorEnv(num_envs, **kwargs)`` takes
-    ``MultiAgentVectorEnv``'s); ``None``: any name may be right (a class not ours)."""
-    from gpu_vecenv.multi_agent import MultiAgentVectorEnv
-    from gpu_vecenv.vector_env import GpuVectorEnv
-
-    names: set[str] = set()
-    for cls in (vector_cls or object).__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            continue
-        parameters = inspect.signature(init).parameters.values()
-        names |= {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY,
-                                                            p.POSITIONAL_OR_KEYWORD)}
-        if cls in (GpuVectorEnv, MultiAgentVectorEnv):  # its **params are the fields
-            return names - {"self", "definition"}
-        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
-            return names - {"self", "definition"}
-    return None
+def _keywords(vector_cls: type) -> set[str]:
+    """The named keyword parameters of ``vector_cls.__init__`` (``GpuVectorEnv`` or
+    ``MultiAgentVectorEnv``, whose ``**params`` are the params' fields)."""
+    parameters = inspect.signature(vector_cls.__init__).parameters.values()
+    return {p.name for p in parameters
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)} - {"self", "definition"}
 
 
 def _type_hints(params_type: type) -> dict[str, Any]:
@@ -111,17 +80,15 @@ def _converted(value: Any, hint: Any, where: str) -> Any:
     """``value`` as the field type ``hint``, by the config's own rules (ints are ints,
     floats finite, bools true or false); a type the config does not know (a tensor, a
     nested dataclass) is left to the env."""
-    from gpu_vecenv.train.config_loading import _coerce
-
     args = typing.get_args(hint)
     if typing.get_origin(hint) is tuple and args and Ellipsis not in args:
         if not all(a in _SCALARS for a in args):
             return value
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise TypeError(f"{where} must be a list of {len(args)} values, got {value!r}")
-        return tuple(_coerce(v, a, f"{where}[{i}]")
+        return tuple(coerce(v, a, f"{where}[{i}]")
                      for i, (v, a) in enumerate(zip(value, args, strict=True)))
-    return _coerce(value, hint, where) if _known(hint) else value
+    return coerce(value, hint, where) if _known(hint) else value
 
 
 def _known(hint: Any) -> bool:
@@ -140,9 +107,6 @@ def _known(hint: Any) -> bool:
 def _build_params(env_id: str, definition: Any, kwargs: dict[str, Any]) -> None:
     """Build the params as ``make_vec`` does (the id's registered kwargs, then ours), so
     the params' own checks run; their error is prefixed with ``trainer.env_kwargs``."""
-    from gpu_vecenv.entry_points import is_single_agent
-    from gpu_vecenv.env_ids import get_entry
-
     entry = get_entry(env_id)
     names = {f.name for f in dataclasses.fields(definition.params_type)}
     merged = {**entry.kwargs, **kwargs}

@@ -44,13 +44,17 @@ def main(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
     from gpu_vecenv.gif import check_env_draws
-    from gpu_vecenv.train.cli import _format_evaluation
-    from gpu_vecenv.train.evaluation import evaluate, load_models, write_evaluation
-    from gpu_vecenv.train.trainer import resolve_device
+    from gpu_vecenv.train.evaluation import (
+        evaluate,
+        format_evaluation,
+        load_models,
+        write_evaluation,
+    )
+    from gpu_vecenv.train.training_env import trainer_device
 
     if args.episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
-    device = resolve_device(args.device)
+    device = trainer_device(args.device)
     config, models, step = load_models(args.path, device)
     if args.vs_random:
         return _versus_random(args, config, models, step, device)
@@ -70,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
         who = "random play"
     elif args.random:
         who += f", {args.random} playing randomly"
-    print(f"{config.trainer.env}, {who}: {_format_evaluation(result)}")
+    print(f"{config.trainer.env}, {who}: {format_evaluation(result)}")
     if args.gif:
         print(f"GIF written to {args.gif}")
     if args.json:

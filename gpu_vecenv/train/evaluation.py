@@ -57,7 +57,7 @@ def load_models(path: str | Path, device: torch.device
         written. :func:`gpu_vecenv.train.load_policy` wraps them with SB3's ``predict``.
     """
     from gpu_vecenv.train.checkpoint import CheckpointError
-    from gpu_vecenv.train.trainer import make_env
+    from gpu_vecenv.train.training_env import make_env
 
     file = find_checkpoint(path)
     payload = load_checkpoint(file, device)
@@ -247,6 +247,21 @@ def _frames(env) -> list:
     """The first env's frame (an env without a renderer refused ``render_mode`` already)."""
     frames = env.render()
     return [frames[0]] if isinstance(frames, (tuple, list)) else [frames]
+
+
+def format_evaluation(ev: dict[str, Any]) -> str:
+    """An :func:`evaluate` result in words, as ``gpu-vecenv train`` and ``eval`` print it:
+    the mean return (per team, for several policies) and episode length."""
+    if len(ev["policies"]) == 1:
+        return (f"evaluation over {ev['episodes']} episodes: mean return "
+                f"{ev['mean_return']:.2f} (std {ev['std_return']:.2f}), mean length "
+                f"{ev['mean_length']:.1f}")
+    # Several policies (teams): a mean over taggers and runners together means nothing.
+    return (f"evaluation over {ev['episodes']} games: mean agent episode length "
+            f"{ev['mean_length']:.1f}; mean return per team:"
+            + "".join(f"\n  {name}: {p['mean_return_per_agent']:.3f} per agent, "
+                      f"{p['mean_return_per_game']:.3f} per game"
+                      for name, p in ev["policies"].items()))
 
 
 def write_evaluation(result: dict[str, Any], path: str | Path) -> None:

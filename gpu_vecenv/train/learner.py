@@ -11,7 +11,7 @@ in this order (rsl_rl's runner -> algorithm -> storage, CleanRL's ``ppo.py`` loo
     if learner.ready(global_step + batch):                 # host integers only
         metrics = learner.update()                         # {name: device scalar}
 
-PPO (:mod:`.ppo`, with the fused kernels :mod:`.ppo_fused`), A2C (:mod:`.a2c`) and DDPG
+PPO (:mod:`.ppo`, with the fused kernels :mod:`.fused_ppo_learner`), A2C (:mod:`.a2c`) and DDPG
 (:mod:`.ddpg`) implement it; :func:`build_learner` picks one for an algorithm config.
 """
 
@@ -85,8 +85,8 @@ def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
     """
     from gpu_vecenv.train.a2c import A2CLearner
     from gpu_vecenv.train.ddpg import DDPGLearner
+    from gpu_vecenv.train.fused_ppo_learner import FusedPPOLearner, fused_kernels_apply
     from gpu_vecenv.train.ppo import PPOLearner
-    from gpu_vecenv.train.ppo_fused import FusedPPOLearner, fused_kernels_apply
 
     args = (config, obs_dim, spec, num_slots, device, generator)
     if isinstance(config, DDPGConfig):

@@ -179,3 +179,14 @@ class MetricsWriter:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
+
+
+class NoMetricsWriter:
+    """What ranks other than 0 of a data-parallel run write: nothing (rank 0 writes the
+    run's rows)."""
+
+    def write(self, row: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -48,7 +48,7 @@ class OnPolicyLearner:
     """
 
     fused = None
-    """the fused kernels (:class:`gpu_vecenv.train.fused.FusedPPO`) where they run"""
+    """the fused kernels (:class:`gpu_vecenv.train.ppo_mlp_kernels.FusedPPO`) where they run"""
 
     def __init__(self, config: PPOConfig | A2CConfig, obs_dim: int, spec: ActionSpec,
                  num_slots: int, device: torch.device, generator: torch.Generator,

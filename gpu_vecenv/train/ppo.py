@@ -3,7 +3,7 @@
 The roll-out, storage and GAE are :class:`~gpu_vecenv.train.on_policy.OnPolicyLearner`'s;
 the losses are :mod:`gpu_vecenv.train.losses`'. ``B`` = minibatch rows. The only host
 read is the optional ``target_kl`` check (one per epoch). The same update through the
-fused CUDA kernels is :class:`gpu_vecenv.train.ppo_fused.FusedPPOLearner`.
+fused CUDA kernels is :class:`gpu_vecenv.train.fused_ppo_learner.FusedPPOLearner`.
 """
 
 from __future__ import annotations

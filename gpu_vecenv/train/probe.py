@@ -2,7 +2,10 @@
 env-steps/s, for :mod:`gpu_vecenv.train.autoscale` (``num_envs: auto``).
 
 :class:`Probe` builds the trainer of a config at a size (in a temporary run directory,
-with no outputs), runs it for a few iterations and frees it again. :class:`MemoryMeter`
+with no outputs), runs it for a few iterations and frees it again. It is given the
+trainer class to build (the :class:`~gpu_vecenv.train.trainer.Trainer` passes itself
+when it resolves ``num_envs: auto``), so this module and :mod:`.autoscale` sit below the
+trainer and import nothing of it. :class:`MemoryMeter`
 reads memory: on a CUDA device torch's peak allocation
 (``torch.cuda.max_memory_allocated``, reset before each probe) and the GPU's free memory
 (``torch.cuda.mem_get_info``); on the CPU (Linux) the peak resident set size
@@ -17,7 +20,9 @@ import gc
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -34,19 +39,23 @@ class Probe:
     """Builds the trainer of ``config`` at a given size on ``device`` and runs it: the
     measurements that :func:`gpu_vecenv.train.autoscale.search_memory` and
     :func:`~gpu_vecenv.train.autoscale.search_throughput` need. :meth:`close` removes
-    its temporary run directory."""
+    its temporary run directory.
 
-    def __init__(self, config: Config, device: torch.device):
+    ``trainer_class``: what builds a trainer from a config (``Trainer``): called as
+    ``trainer_class(config)``, the result must have ``groups``, ``phases``, ``iteration``,
+    ``global_step`` and ``batch`` as :class:`~gpu_vecenv.train.trainer.Trainer` has."""
+
+    def __init__(self, config: Config, device: torch.device,
+                 trainer_class: Callable[[Config], Any]):
         self.config = config
         self.device = device
+        self.trainer_class = trainer_class
         self._tmp = tempfile.TemporaryDirectory(prefix="gpu_vecenv_autoscale_")
 
     def close(self) -> None:
         self._tmp.cleanup()
 
     def _build(self, num_envs: int):
-        from gpu_vecenv.train.trainer import Trainer
-
         t = self.config.trainer
         trainer_fields = dict(num_envs=num_envs, run_dir=str(Path(self._tmp.name) / "run"),
                               progress=False, tensorboard=False, checkpoint_interval=0,
@@ -57,7 +66,7 @@ class Probe:
             ddpg=dataclasses.replace(self.config.ddpg, learning_starts=0))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. the CPU size warning, once per probe
-            return Trainer(config)
+            return self.trainer_class(config)
 
     def _iterate(self, trainer, iterations: int) -> None:
         for _ in range(iterations):

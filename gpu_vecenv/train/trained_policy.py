@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpu_vecenv.devices import usable_device as resolve_device
+from gpu_vecenv.devices import usable_device
 from gpu_vecenv.entry_points import make_vec
 from gpu_vecenv.train.config import Config
 from gpu_vecenv.train.evaluation import load_models
@@ -166,7 +166,7 @@ def load_policy(path: str | Path, device: str | torch.device = "auto",
     randomness). Raises ``FileNotFoundError`` / ``CheckpointError`` as
     :func:`~gpu_vecenv.train.evaluation.load_models` does.
     """
-    device = resolve_device(None if device == "auto" else device)
+    device = usable_device(None if device == "auto" else device)
     config, models, step = load_models(path, device)
     t = config.trainer
     # One env on the CPU for the spaces and the roles: no kernels to compile.

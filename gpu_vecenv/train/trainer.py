@@ -19,6 +19,9 @@ Started by ``torchrun`` (or in a process group the caller made), the same loop r
 every rank, data-parallel (:mod:`gpu_vecenv.train.distributed`): ``global_step`` and
 ``total_steps`` count every rank's env steps, logged rows are global, rank 0 writes the
 outputs and each rank its own checkpoint file.
+
+The env and the device a config names are built by :mod:`.training_env`; a run in one
+call, ``train(...)``, is :mod:`.train_function`.
 """
 
 from __future__ import annotations
@@ -33,15 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import distributed, run_directory
-from gpu_vecenv.train.config import ALGO_CONFIGS, Config
-from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
+from gpu_vecenv.train.config import Config
+from gpu_vecenv.train.config_loading import save_yaml
 from gpu_vecenv.train.divergence import blame_divergence, check_finite
 from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
-from gpu_vecenv.train.logger import IterationTimer, MetricsWriter
+from gpu_vecenv.train.logger import IterationTimer, MetricsWriter, NoMetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
 from gpu_vecenv.train.progress import Progress
 from gpu_vecenv.train.stop_agreement import StopAgreement, wait_for_device
@@ -52,39 +54,16 @@ from gpu_vecenv.train.stopping import (
     threshold_reached,
     thresholds_by_policy,
 )
+from gpu_vecenv.train.training_env import make_env, trainer_device
 
 CPU_SLOTS_WARNING = 4096
 """Vector slots from which a run on the CPU gets a warning: a GPU-sized config there
 moves its progress only every few seconds to minutes and runs for hours."""
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> the current CUDA device if any, else the CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise ValueError(f"trainer.device: {exc}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("trainer.device is cuda but torch sees no CUDA GPU")
-    return device
-
-
-def make_env(config: Config, device: torch.device, num_envs: int | None = None, **kwargs):
-    """The training env (SAME_STEP autoreset so ``final_obs`` is available, reused
-    output buffers). ``trainer.env`` is any registered id, ``"module:Env-v0"`` included."""
-    from gpu_vecenv.entry_points import make_vec
-
-    t = config.trainer
-    return make_vec(t.env, num_envs or t.num_envs, device=device, backend=t.backend,
-                    autoreset_mode=AutoresetMode.SAME_STEP, copy=False,
-                    **t.env_kwargs, **kwargs)
-
-
 @dataclass
 class TrainResult:
-    """What :func:`train` returns."""
+    """What :meth:`Trainer.run` (and :func:`gpu_vecenv.train.train`) returns."""
 
     run_dir: Path
     global_step: int
@@ -109,7 +88,7 @@ class Trainer:
         callback: called with each logged row; returning ``False`` stops training
             (a checkpoint is written first).
         env: train on this vector env instead of making one from ``config`` (see
-            :func:`train`); ``config.trainer`` must describe it.
+            :func:`gpu_vecenv.train.train`); ``config.trainer`` must describe it.
         overwrite: start afresh in a run directory that already holds a run (its
             checkpoints, logs and evaluation are deleted when :meth:`run` starts).
 
@@ -124,7 +103,7 @@ class Trainer:
         t = config.trainer
         if resume and overwrite:
             raise ValueError("resume or overwrite a run directory, not both")
-        self.device = distributed.rank_device(resolve_device(t.device))
+        self.device = distributed.rank_device(trainer_device(t.device))
         self.distributed = distributed.init(self.device)
         self.rank, self.world_size = distributed.rank(), distributed.world_size()
         if t.torch_threads > 0 or self.device.type == "cpu":
@@ -151,7 +130,7 @@ class Trainer:
 
             # Each rank searches on its own GPU; all use the smallest choice.
             self.config = config = resolve_num_envs(
-                config, self.device, self.run_dir if resume else None,
+                config, self.device, Trainer, self.run_dir if resume else None,
                 log=print if self.rank == 0 else None,
                 agree=lambda n: distributed.agree_min(n, self.device))
             t = config.trainer
@@ -329,7 +308,7 @@ class Trainer:
         t = self.config.trainer
         if self.rank > 0:  # rank 0 writes a data-parallel run's outputs
             progress = Progress(False, self.num_iterations * self.batch, self.global_step)
-            yield _NoMetricsWriter(), progress  # type: ignore[misc]
+            yield NoMetricsWriter(), progress  # type: ignore[misc]
             return
         if self.overwrite:
             run_directory.clear_outputs(self.run_dir)
@@ -476,57 +455,3 @@ class Trainer:
         self.iteration = int(payload["counters"]["iteration"])
         self.global_step = int(payload["counters"]["global_step"])
         self.resumed_from = self.saved_step = self.global_step
-
-
-def train(config: Config | str | VectorEnv, algo_config: Any = None, *, resume: bool = False,
-          overwrite: bool = False,
-          callback: Callable[[dict[str, Any]], bool | None] | None = None,
-          **trainer: Any) -> TrainResult:
-    """Train and return a :class:`TrainResult`.
-
-    ``config`` is a full :class:`Config`, or an env id, or a vector env made by gpu_vecenv
-    (in ``SAME_STEP`` autoreset mode); then ``algo_config`` (a ``PPOConfig``, ``A2CConfig``
-    or ``DDPGConfig``) picks the algorithm and ``trainer`` sets fields of
-    :class:`TrainerConfig`::
-
-        result = train("GPUCartPole-v1", PPOConfig(), num_envs=64, total_steps=200_000)
-        envs = gpu_vecenv.make_vec("PointReach-v0", 64, autoreset_mode="SameStep")
-        result = train(envs, PPOConfig(), total_steps=200_000)
-
-    An env instance is trained on as it is; its id, size, device, backend and parameters
-    fill in ``trainer`` (so evaluation and ``--resume`` can make it again by id).
-    """
-    env = None
-    if not isinstance(config, (str, Config)):
-        from gpu_vecenv.train.env_instance import trainer_fields_of
-
-        env = config
-        described = trainer_fields_of(env, trainer)
-        config = described.pop("env")
-        trainer = {**described, **trainer}
-    if isinstance(config, str):
-        raw: dict[str, Any] = {"trainer": {"env": config, **trainer}}
-        if algo_config is not None:
-            names = {cls: name for name, cls in ALGO_CONFIGS.items()}
-            if type(algo_config) not in names:
-                raise TypeError(f"algo_config must be one of {list(ALGO_CONFIGS.values())}")
-            name = names[type(algo_config)]
-            raw["trainer"]["algo"] = name
-            # Through the dict form, so the same validation applies as for YAML files.
-            raw[name] = dataclasses.asdict(algo_config)
-        config = config_from_dict(raw)
-    elif trainer or algo_config is not None:
-        raise TypeError("pass trainer fields and algo_config only with an env id")
-    with Trainer(config, resume=resume, callback=callback, env=env,
-                 overwrite=overwrite) as trainer:
-        return trainer.run()
-
-
-class _NoMetricsWriter:
-    """What ranks other than 0 write: nothing."""
-
-    def write(self, row: dict[str, Any]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass

@@ -79,7 +79,7 @@ def versus_random(config: Config, models: dict[str, torch.nn.Module], episodes: 
     live steps of trained taggers vs trained runners)."""
     from gpu_vecenv.train.distributions import ActionSpec
     from gpu_vecenv.train.policies import agent_roles, slot_assignment
-    from gpu_vecenv.train.trainer import make_env
+    from gpu_vecenv.train.training_env import make_env
 
     probe = make_env(config, torch.device("cpu") if device.type == "cpu" else device,
                      num_envs=1)

@@ -2,10 +2,11 @@
 output of every FusedPPO method (minibatch gradient, statistics, clipping, act, values,
 GAE), compared bit for bit, for each network of tests/train/test_fused_gpu.py at both tiles.
 
-Made for refactors of ``cuda_src/ppo_mlp.cu`` / ``gpu_vecenv/train/fused.py`` that must
-not change a bit (they compile with -fmad=false, so the same float operations in the same
-order give the same results): the other commit's two files are taken with ``git show``
-and driven through the same inputs. Exit status 1 if any output differs.
+Made for refactors of ``cuda_src/ppo_mlp.cu`` / ``gpu_vecenv/train/ppo_mlp_kernels.py``
+(``fused.py`` before its rename) that must not change a bit (they compile with
+-fmad=false, so the same float operations in the same order give the same results): the
+other commit's two files are taken with ``git show`` and driven through the same inputs.
+Exit status 1 if any output differs.
 
     python scripts/lab/compare_fused_kernels.py c792bfe
     python scripts/lab/compare_fused_kernels.py .bench-before    # a checkout of that commit
@@ -24,7 +25,7 @@ from pathlib import Path
 import torch
 
 from gpu_vecenv.backends import compiler
-from gpu_vecenv.train import fused as new_fused
+from gpu_vecenv.train import ppo_mlp_kernels as new_fused
 from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
@@ -36,19 +37,30 @@ _load = compiler.load_module
 
 
 def _old_files(commit: str, folder: Path):
-    """The other commit's fused.py (as a module) and the path of its ppo_mlp.cu."""
-    for path, name in (("cuda_src/ppo_mlp.cu", "ppo_mlp.cu"),
-                       ("gpu_vecenv/train/fused.py", "fused_old.py")):
-        if Path(commit).is_dir():  # a checkout of it (e.g. a `git archive`), where no .git is
-            text = (Path(commit) / path).read_text()
-        else:
-            text = subprocess.run(["git", "show", f"{commit}:{path}"], check=True,
-                                  capture_output=True, text=True).stdout
-        (folder / name).write_text(text)
+    """The other commit's ppo_mlp_kernels.py (fused.py before the rename; as a module) and
+    the path of its ppo_mlp.cu."""
+    for paths, name in ((("cuda_src/ppo_mlp.cu",), "ppo_mlp.cu"),
+                        (("gpu_vecenv/train/ppo_mlp_kernels.py", "gpu_vecenv/train/fused.py"),
+                         "fused_old.py")):
+        (folder / name).write_text(_first_existing(commit, paths))
     spec = importlib.util.spec_from_file_location("fused_old", folder / "fused_old.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module, folder / "ppo_mlp.cu"
+
+def _first_existing(commit: str, paths: tuple[str, ...]) -> str:
+    """The text of the first of ``paths`` that ``commit`` (or a checkout of it) holds."""
+    for path in paths:
+        if Path(commit).is_dir():  # a checkout of it (e.g. a `git archive`), where no .git is
+            if (Path(commit) / path).is_file():
+                return (Path(commit) / path).read_text()
+            continue
+        shown = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True,
+                               text=True, check=False)
+        if shown.returncode == 0:
+            return shown.stdout
+    raise FileNotFoundError(f"{commit} holds none of {', '.join(paths)}")
+
 
 def bits(t):
     return t.contiguous().view(torch.int32) if t.dtype == torch.float32 else t

@@ -80,7 +80,7 @@ def test_ppo_refuses_minibatches_too_small_to_learn_from(num_envs, num_minibatch
     """2 envs x 2 steps in 8 minibatches would be empty; 4 x 2 in 8 would be one sample
     each, whose normalized advantage is NaN: both are refused when the learner is built."""
     from gpu_vecenv.train.config import PPOConfig
-    from gpu_vecenv.train.trainer import train
+    from gpu_vecenv.train.train_function import train
 
     with pytest.raises(ValueError, match="minibatches of [01] sample"):
         train("GPUCartPole-v1", PPOConfig(num_steps=2, num_minibatches=num_minibatches,

@@ -230,7 +230,7 @@ def test_throughput_mode_on_the_cpu_prints_what_it_measured(tmp_path, capsys, mo
     monkeypatch.setattr(probe, "TIMED_SECONDS", 0.2)
     config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale=throughput",
                                 "trainer.autoscale_max_envs=8"])
-    choice = autoscale.choose_num_envs(config, torch.device("cpu"))
+    choice = autoscale.choose_num_envs(config, torch.device("cpu"), Trainer)
     out = capsys.readouterr().out.splitlines()[1:]
     assert choice.num_envs in (1, 2, 4, 8) and choice.slots_per_env == 1
     assert out[0] == "num_envs: auto, throughput (training env-steps/s per size):"
@@ -247,18 +247,18 @@ def test_cpu_limit_rollout_rows_and_ddpg_replay_buffer_cap_the_choice(monkeypatc
     assert autoscale.CPU_MAX_SLOTS <= CPU_SLOTS_WARNING  # auto never chooses a warned size
     monkeypatch.setattr(autoscale, "CPU_MAX_SLOTS", 9)
     config = load_config(None, [*_TINY, "trainer.num_envs=auto"])
-    choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
+    choice = autoscale.choose_num_envs(config, torch.device("cpu"), Trainer, log=None)
     assert choice.num_envs == 8
     assert "capped by the CPU limit (fewer than 9 vector slots)" in choice.lines[-1]
 
     monkeypatch.setattr(autoscale, "MAX_ROLLOUT_ROWS", 63)  # 8 steps: 7 envs, 4 as 2^k
-    choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
+    choice = autoscale.choose_num_envs(config, torch.device("cpu"), Trainer, log=None)
     assert choice.num_envs == 4 and "capped by 64 roll-out rows" in choice.lines[-1]
 
     config = load_config(None, [
         *_TINY, "trainer.num_envs=auto", "trainer.env=GPUPendulum-v1", "trainer.algo=ddpg",
         "ddpg.buffer_size=6", "ddpg.batch_size=4", "ddpg.hidden_sizes=[8]"])
-    choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
+    choice = autoscale.choose_num_envs(config, torch.device("cpu"), Trainer, log=None)
     assert choice.num_envs == 4 and "ddpg.buffer_size 6" in choice.lines[-1]
 
 
@@ -275,7 +275,7 @@ def test_out_of_memory_while_verifying_the_choice_is_caught_and_said(monkeypatch
     monkeypatch.setattr(autoscale.Probe, "peak_bytes", peak_bytes)
     monkeypatch.setattr(autoscale, "PROBE_SLOTS", {"cpu": (1, 4)})
     config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale_max_envs=16"])
-    assert autoscale.choose_num_envs(config, torch.device("cpu")).num_envs == 4
+    assert autoscale.choose_num_envs(config, torch.device("cpu"), Trainer).num_envs == 4
     assert tried == [1, 1, 4, 16, 8]  # warm-up, probes, 16 and 8 out of memory; 4 probed
     assert "out of memory at 16, 8 (halved)" in capsys.readouterr().out
 
@@ -288,7 +288,8 @@ def test_ranks_agree_on_one_number(capsys):
         seen.append(n)
         return 2
 
-    resolved = autoscale.resolve_num_envs(config, torch.device("cpu"), agree=minimum_over_ranks)
+    resolved = autoscale.resolve_num_envs(config, torch.device("cpu"), Trainer,
+                                          agree=minimum_over_ranks)
     assert seen == [8] and resolved.trainer.num_envs == 2
     assert "num_envs: auto -> 2 agreed between the ranks (this one chose 8)" in (
         capsys.readouterr().out)
@@ -297,7 +298,7 @@ def test_ranks_agree_on_one_number(capsys):
 def test_where_memory_cannot_be_measured_the_cap_decides(monkeypatch):
     monkeypatch.setattr(autoscale, "memory_is_measurable", lambda device: False)
     config = load_config(None, [*_TINY, "trainer.num_envs=auto", "trainer.autoscale_max_envs=8"])
-    choice = autoscale.choose_num_envs(config, torch.device("cpu"), log=None)
+    choice = autoscale.choose_num_envs(config, torch.device("cpu"), Trainer, log=None)
     assert choice.num_envs == 8
     assert choice.lines[-1] == ("num_envs: auto -> 8 (autoscale_max_envs 8; memory not "
                                 "measurable on this host)")
@@ -320,7 +321,7 @@ def test_the_memory_line_predicts_the_measured_peak_on_the_gpu(monkeypatch):
         return found[-1]
 
     monkeypatch.setattr(autoscale, "search_memory", search)
-    choice = autoscale.choose_num_envs(config, torch.device("cuda"), log=None)
+    choice = autoscale.choose_num_envs(config, torch.device("cuda"), Trainer, log=None)
     (result,) = found
     assert choice.num_envs == result.num_envs == 262144  # far below an H200's memory
     assert [n for n, _ in result.fit.probes] == [16384, 65536]
@@ -336,7 +337,7 @@ def test_a_real_out_of_memory_on_the_gpu_is_caught_and_halved(monkeypatch):
     monkeypatch.setattr(probe.MemoryMeter, "free", lambda self: 2**50)
     config = load_config("tag_ppo", _GPU)  # 110 agents, 256x256 networks, 32 steps
     before = torch.cuda.memory_allocated()
-    choice = autoscale.choose_num_envs(config, torch.device("cuda"), log=None)
+    choice = autoscale.choose_num_envs(config, torch.device("cuda"), Trainer, log=None)
     # The cap: 2^31 roll-out rows / (110 x 32) = 610,080 games -> 524,288 (terabytes).
     assert "out of memory at 524,288, 262,144" in choice.lines[-1]
     assert choice.num_envs < 2**18
@@ -354,7 +355,7 @@ def test_a_real_out_of_memory_on_the_gpu_is_caught_and_halved(monkeypatch):
 def test_throughput_mode_on_the_gpu(capsys):
     config = load_config(None, [*_GPU, "ppo.num_steps=16", "trainer.autoscale=throughput",
                                 "trainer.autoscale_max_envs=16384"])
-    choice = autoscale.choose_num_envs(config, torch.device("cuda"))
+    choice = autoscale.choose_num_envs(config, torch.device("cuda"), Trainer)
     out = capsys.readouterr().out
     assert "num_envs: auto, throughput" in out and choice.num_envs <= 16384
     assert out.splitlines()[-1].startswith(f"num_envs: auto -> {choice.num_envs:,} (memory: ")

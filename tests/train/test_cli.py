@@ -135,11 +135,11 @@ def test_version(capsys):
 
 
 def test_configs_lists_every_shipped_config(capsys):
-    from gpu_vecenv.train.presets import preset_names
+    from gpu_vecenv.train.shipped_configs import shipped_config_names
 
     assert cli_main(["configs"]) == 0
     out = capsys.readouterr().out
-    for name in preset_names():
+    for name in shipped_config_names():
         assert f"\n{name} " in out
     assert "stops at return 475" in out and "default of --env GPUCartPole-v1" in out
 

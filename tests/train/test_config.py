@@ -8,20 +8,21 @@ import re
 
 import pytest
 
-from gpu_vecenv.env_ids import ENVS
+from gpu_vecenv.env_ids import ENVS, SHIPPED_IDS
 from gpu_vecenv.train import cli as train_cli
 from gpu_vecenv.train.config import SECTIONS, A2CConfig, Config, PPOConfig
+from gpu_vecenv.train.config_help import config_help, field_docs
 from gpu_vecenv.train.config_loading import (
     apply_override,
     config_from_dict,
-    field_docs,
     load_config,
+    load_yaml,
 )
-from gpu_vecenv.train.presets import (
-    PRESETS,
+from gpu_vecenv.train.shipped_configs import (
+    CONFIG_DIR,
     default_config_path,
-    list_presets,
     resolve_config_path,
+    shipped_config_paths,
 )
 
 
@@ -120,8 +121,8 @@ def test_field_docs_cover_every_field():
 
 
 def test_help_config_lists_every_key_and_every_key_is_an_option():
-    texts = {algo: train_cli.config_help(train_cli.resolve_config(_args("--algo", algo)),
-                                         _args("--algo", algo))
+    texts = {algo: config_help(train_cli.resolve_config(_args("--algo", algo)),
+                               _args("--algo", algo))
              for algo in ("ppo", "a2c", "ddpg")}
     docs = {section: field_docs(cls) for section, cls in SECTIONS.items()}
     for section, cls in SECTIONS.items():
@@ -186,16 +187,37 @@ def test_stop_at_return_is_validated(value, message):
     assert config.trainer.stop_at_return == {"tagger": 20.0}
 
 
-def test_every_registered_env_has_a_valid_shipped_config():
-    assert set(ENVS) <= set(PRESETS), f"no shipped config for {set(ENVS) - set(PRESETS)}"
-    # other games of an env whose default is another: a smaller one, three speed ratios
-    alternatives = {"tag_cpu.yaml", "tag_taggers_fast.yaml", "tag_same_speed.yaml",
-                    "tag_runners_fast.yaml"}
-    for path in list_presets():
-        config = load_config(path)
-        assert isinstance(config, Config)
-        default = default_config_path(config.trainer.env, config.trainer.algo)
-        assert default == path or (path.name in alternatives and default in list_presets())
+def test_each_shipped_env_names_its_configs_and_the_folder_holds_just_those():
+    named: dict[str, str] = {}
+    for env_id in SHIPPED_IDS:
+        names = ENVS[env_id].train_configs
+        assert names, f"{env_id}: its entry in gpu_vecenv/env_ids.py names no shipped config"
+        for name in names:
+            assert name not in named, f"{name} is named by {named[name]} and {env_id}"
+            named[name] = env_id
+    files = sorted(path.stem for path in CONFIG_DIR.glob("*.yaml"))
+    assert files == sorted(named), (
+        f"configs/ holds {sorted(set(files) - set(named))} that no env's train_configs "
+        f"names; named but missing: {sorted(set(named) - set(files))}")
+    assert [path.stem for path in shipped_config_paths()] == files
+    for name, env_id in named.items():
+        config = load_config(name)
+        assert isinstance(config, Config) and config.trainer.env == env_id, name
+        # default_config_path reads the algorithm from the file without building it
+        assert load_yaml(CONFIG_DIR / f"{name}.yaml")["trainer"]["algo"] == config.trainer.algo
+
+
+def test_an_envs_first_config_is_its_default_and_the_first_of_an_algo_that_algos():
+    for env_id in SHIPPED_IDS:
+        names = ENVS[env_id].train_configs
+        assert default_config_path(env_id) == CONFIG_DIR / f"{names[0]}.yaml"
+        for name in names:
+            algo = load_config(name).trainer.algo
+            first = next(n for n in names if load_config(n).trainer.algo == algo)
+            assert default_config_path(env_id, algo) == CONFIG_DIR / f"{first}.yaml"
+    assert default_config_path("GPUCartPole-v1", "a2c") == resolve_config_path("cartpole_a2c")
+    assert default_config_path("GPUCartPole-v1", "ddpg") is None
+    assert default_config_path("NoSuchEnv-v0") is None
 
 
 def test_cuda_graphs_required_on_the_cpu_is_a_clear_error(tmp_path):
@@ -233,7 +255,7 @@ def test_fused_kernels_fit_networks_whose_weights_and_gradients_fit_shared_memor
 
     from gpu_vecenv.backends import cuda_backend_problem
     from gpu_vecenv.train.distributions import ActionSpec
-    from gpu_vecenv.train.fused import choose_tile, fused_blockers
+    from gpu_vecenv.train.ppo_mlp_kernels import choose_tile, fused_blockers
 
     cartpole = ActionSpec.from_space(gym.spaces.Discrete(2))
     tag = ActionSpec.from_space(gym.spaces.MultiDiscrete([21, 21]))

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from gpu_vecenv.cli import main as cli_main
-from gpu_vecenv.train.config_loading import NotFiniteError, load_config, load_yaml
+from gpu_vecenv.train.config_loading import load_config, load_yaml
 from gpu_vecenv.train.config_ranges import RANGES
+from gpu_vecenv.train.config_values import NotFiniteError
 
 # Every case of issue 32 that trained and exited 0, or failed late, before.
 _OUT_OF_RANGE = [

@@ -210,8 +210,9 @@ rank = distributed.rank()
 config = load_config(None, ["trainer.device=cpu", "trainer.num_envs=auto"])
 # Each rank pretends its search chose another number; all must use the smallest.
 import gpu_vecenv.train.autoscale as autoscale
-autoscale.choose_num_envs = lambda config, device, log: type("C", (), {"num_envs": 64 >> rank})()
-chosen = resolve_num_envs(config, torch.device("cpu"), log=None,
+autoscale.choose_num_envs = lambda config, device, trainer_class, log: type(
+    "C", (), {"num_envs": 64 >> rank})()
+chosen = resolve_num_envs(config, torch.device("cpu"), None, log=None,
                           agree=lambda n: distributed.agree_min(n, torch.device("cpu")))
 with open(f"{sys.argv[1]}/rank{rank}.json", "w") as f:
     json.dump({"rank": rank, "num_envs": chosen.trainer.num_envs}, f)

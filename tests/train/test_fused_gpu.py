@@ -1,4 +1,4 @@
-"""The fused PPO kernels (``gpu_vecenv.train.fused``) against the torch path (``-m gpu``).
+"""The fused PPO kernels (``gpu_vecenv.train.ppo_mlp_kernels``) against the torch path (``-m gpu``).
 
 Each kernel is tied to the computation it replaces: the minibatch gradient and statistics
 to autograd through :func:`gpu_vecenv.train.ppo.ppo_minibatch_loss`, clipping to
@@ -21,9 +21,9 @@ import torch
 from gpu_vecenv.train import losses
 from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec, log_prob_and_entropy
-from gpu_vecenv.train.fused import FusedPPO, kernel_parameter_order
 from gpu_vecenv.train.networks import ActorCritic
 from gpu_vecenv.train.ppo import ppo_minibatch_loss
+from gpu_vecenv.train.ppo_mlp_kernels import FusedPPO, kernel_parameter_order
 
 pytestmark = pytest.mark.gpu
 

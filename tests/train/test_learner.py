@@ -11,10 +11,10 @@ import pytest
 from gpu_vecenv.train.a2c import A2CLearner
 from gpu_vecenv.train.config_loading import load_config
 from gpu_vecenv.train.ddpg import DDPGLearner
+from gpu_vecenv.train.fused_ppo_learner import FusedPPOLearner
 from gpu_vecenv.train.learner import Learner
 from gpu_vecenv.train.logger import IterationTimer
 from gpu_vecenv.train.ppo import PPOLearner
-from gpu_vecenv.train.ppo_fused import FusedPPOLearner
 from gpu_vecenv.train.trainer import Trainer
 
 METHODS = ("begin_iteration", "act", "record", "ready", "update", "state_dict",

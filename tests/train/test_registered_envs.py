@@ -13,7 +13,7 @@ import yaml
 import gpu_vecenv
 from gpu_vecenv.envs import tag_grid
 from gpu_vecenv.train.config import PPOConfig
-from gpu_vecenv.train.trainer import train
+from gpu_vecenv.train.train_function import train
 from gpu_vecenv.vector_env import GpuVectorEnv
 from tests.runtime.counting_env import COUNTING
 

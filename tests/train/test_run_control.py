@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from gpu_vecenv.train import trainer as trainer_module
-from gpu_vecenv.train.cli import _format_evaluation
 from gpu_vecenv.train.config_loading import load_config
+from gpu_vecenv.train.evaluation import format_evaluation
 from gpu_vecenv.train.logger import tensorboard_tag
 from gpu_vecenv.train.progress import Progress, format_duration, format_returns
 from gpu_vecenv.train.stopping import (
@@ -286,7 +286,7 @@ def test_a_multi_policy_evaluation_reports_each_team_not_a_joint_mean():
             "runner": {"mean_return_per_agent": -0.9, "mean_return_per_game": -90.0},
         },
     }
-    text = _format_evaluation(ev)
+    text = format_evaluation(ev)
     assert "mean return 0.10" not in text and "over 4 games" in text
     assert "tagger: 9.500 per agent, 95.000 per game" in text and "runner: -0.900" in text
 

@@ -1,4 +1,6 @@
-"""Fused CUDA kernels for PPO with small MLPs (``cuda_src/ppo_mlp.cu``).
+"""The host side of ``cuda_src/ppo_mlp.cu``: fused CUDA kernels for PPO with small MLPs
+(sizes, compile flags, launches; the learner that uses them is
+:class:`~gpu_vecenv.train.fused_ppo_learner.FusedPPOLearner`).
 
 With torch ops, a PPO minibatch step on a 64x64 actor-critic is ~180 kernels (forward,
 loss, autograd backward, gradient clipping) of a few microseconds each, and a roll-out

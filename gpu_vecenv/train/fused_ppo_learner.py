@@ -1,4 +1,4 @@
-"""PPO through the fused CUDA kernels of :mod:`gpu_vecenv.train.fused`: the same
+"""PPO through the fused CUDA kernels of :mod:`gpu_vecenv.train.ppo_mlp_kernels`: the same
 roll-out, advantages and minibatches as :class:`~gpu_vecenv.train.ppo.PPOLearner`, each
 phase in a few kernel launches (sampling, values + GAE, gradient + clip per minibatch).
 
@@ -13,8 +13,8 @@ import torch
 from gpu_vecenv.train import distributed
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
-from gpu_vecenv.train.fused import FusedPPO, fused_blockers
 from gpu_vecenv.train.ppo import PPOLearner, ppo_metrics
+from gpu_vecenv.train.ppo_mlp_kernels import FusedPPO, fused_blockers
 
 
 def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_dim: int,

@@ -35,7 +35,6 @@ from gpu_vecenv.backends.compiler import (
 
 KERNEL_FILES = sorted(p.stem for p in CUDA_SRC.glob("*.cu") if p.stem != "ppo_mlp")
 """Env kernel files (ppo_mlp.cu, the trainer's, is sized by -D flags: tested below)."""
-CLASSIC = ["acrobot", "cartpole", "mountain_car", "mountain_car_continuous", "pendulum"]
 CUSTOM_ENV_KERNEL = Path(__file__).resolve().parents[1] / "examples/custom_env/point_reach.cu"
 
 nvcc_required = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
@@ -51,8 +50,11 @@ def _nvrtc_wheel_installed() -> bool:
     return True
 
 
-def test_every_classic_env_has_a_kernel_file():
-    assert set(CLASSIC) <= set(KERNEL_FILES)
+def test_every_shipped_env_has_a_kernel_file_named_like_its_module():
+    from gpu_vecenv.env_ids import ENVS, SHIPPED_IDS
+
+    names = {ENVS[env_id].module.rpartition(".")[2] for env_id in SHIPPED_IDS}
+    assert names and names <= set(KERNEL_FILES), names - set(KERNEL_FILES)
 
 
 @pytest.mark.skipif(not _nvrtc_wheel_installed(), reason="the nvidia-cuda-nvrtc wheel is absent")

@@ -21,6 +21,25 @@ from gpu_vecenv.env_ids import ENVS
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 
+CPU_SIZED: dict[str, str] = {
+    "tag_cpu": "after about 7.5 minutes of training on 2 CPU cores its taggers tag 48 % "
+               "more random runners than random taggers do, and random taggers tag its "
+               "runners 34 % less often than random ones (docs/training.md, tag_cpu)",
+}
+"""The shipped configs sized for a CPU, each with what it reaches there and how long it
+took, as measured (the CPU warning of a GPU-sized config of the same env names it)."""
+
+
+def cpu_config_for(env_id: str) -> tuple[str, str] | None:
+    """``(name, what it reaches on a CPU)`` of ``env_id``'s shipped CPU-sized config, if
+    it has one (:data:`CPU_SIZED`)."""
+    entry = ENVS.get(env_id)
+    for name in entry.train_configs if entry is not None else ():
+        if name in CPU_SIZED:
+            return name, CPU_SIZED[name]
+    return None
+
+
 def shipped_config_names() -> list[str]:
     """The names of the shipped configs (``cartpole_ppo``, ...), sorted: those the env
     table names."""

@@ -46,6 +46,7 @@ from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
 from gpu_vecenv.train.logger import IterationTimer, MetricsWriter, NoMetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
 from gpu_vecenv.train.progress import Progress
+from gpu_vecenv.train.shipped_configs import cpu_config_for
 from gpu_vecenv.train.stop_agreement import StopAgreement, wait_for_device
 from gpu_vecenv.train.stopping import (
     InterruptRequest,
@@ -178,10 +179,16 @@ class Trainer:
             return None
         agents = self.num_slots // t.num_envs
         layout = f": {t.num_envs:,} games x {agents} agents" if agents > 1 else ""
-        return (f"this config is sized for a GPU ({self.num_slots:,} vector slots{layout}, "
-                f"{self.batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
-                f"on the CPU: expect hours; for a CPU try num_envs "
-                f"{max(1, 1024 // agents)} and fewer total_steps (--num-envs, --total-steps)")
+        message = (f"this config is sized for a GPU ({self.num_slots:,} vector slots{layout}, "
+                   f"{self.batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
+                   f"on the CPU: expect hours")
+        cpu_config = cpu_config_for(t.env)
+        if cpu_config is not None:
+            name, reached = cpu_config
+            return (f"{message} before its policies beat random play; for a CPU, the "
+                    f"shipped `gpu-vecenv train {name}`: {reached}")
+        return (f"{message}; for a CPU try num_envs {max(1, 1024 // agents)} and fewer "
+                f"total_steps (--num-envs, --total-steps)")
 
     @property
     def finished(self) -> str | None:

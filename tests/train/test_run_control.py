@@ -266,6 +266,18 @@ def test_a_gpu_sized_config_on_the_cpu_warns_once(tmp_path):
         Trainer(_cartpole(tmp_path / "small"))
 
 
+def test_a_gpu_sized_tag_config_on_the_cpu_names_the_cpu_config_and_its_measured_time(tmp_path):
+    config = load_config("tag_same_speed", [], num_envs=200, device="cpu",
+                         run_dir=str(tmp_path / "tag"))
+    with pytest.warns(UserWarning) as caught:
+        Trainer(config)
+    message = str(caught[0].message)
+    assert "200 games x 22 agents" in message and "expect hours" in message
+    assert "gpu-vecenv train tag_cpu" in message and "minutes" in message
+    with pytest.warns(UserWarning, match="for a CPU try num_envs"):  # no CPU config: sizes
+        Trainer(_cartpole(tmp_path / "big", num_envs=4096))
+
+
 def test_tensorboard_tags_are_grouped():
     assert tensorboard_tag("episode_return") == "charts/episode_return"
     assert tensorboard_tag("steps_per_second") == "charts/steps_per_second"

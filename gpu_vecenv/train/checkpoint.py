@@ -24,6 +24,7 @@ by a save that was killed are removed by the next save of the same file.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,6 +59,24 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def keep_copy(path: str | Path, kept: str | Path) -> None:
+    """Keep checkpoint ``path`` as it is now under the name ``kept`` too: a hard link
+    (:func:`save_checkpoint` replaces ``path`` by a new file, so the link keeps this one),
+    or a copy where the file system has no links; atomic like :func:`save_checkpoint`."""
+    path, kept = Path(path), Path(kept)
+    tmp = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(path, tmp)
+        except OSError:
+            shutil.copyfile(path, tmp)
+        os.replace(tmp, kept)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -60,6 +60,9 @@ class TrainerConfig:
     """iterations between metric reads (each read is one host-device sync)"""
     checkpoint_interval: int = 20
     """iterations between checkpoints (0: only at the end)"""
+    keep_checkpoints: bool = False
+    """also keep each checkpoint as checkpoints/step_<global_step>.pt (latest.pt is
+    overwritten): for evaluating a run at several points of its training"""
     eval_episodes: int = 100
     """episodes of the deterministic policy evaluated after training (0: none)"""
     progress: bool = True

@@ -27,6 +27,7 @@ RESUMABLE_CHANGES = {
     "run_dir",
     "log_interval",
     "checkpoint_interval",
+    "keep_checkpoints",
     "eval_episodes",
     "progress",
     "progress_interval",

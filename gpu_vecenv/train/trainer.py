@@ -436,6 +436,10 @@ class Trainer:
             ckpt.save_checkpoint(payload, path)
         if path == self.run_dir / "checkpoints" / "latest.pt":
             self.saved_step = self.global_step
+            if self.config.trainer.keep_checkpoints:
+                kept = path.with_name(f"step_{self.global_step:012d}.pt")
+                ckpt.keep_copy(ckpt.rank_file(path, self.rank) if self.rank else path,
+                               ckpt.rank_file(kept, self.rank) if self.rank else kept)
         return path
 
     def _load(self, path: Path) -> None:

@@ -106,6 +106,34 @@ def test_checkpoint_contents_load_with_weights_only(tmp_path):
     assert config.trainer.num_envs == 4
 
 
+def test_kept_checkpoints_hold_the_run_as_it_was_at_each_save(tmp_path):
+    """keep_checkpoints: every checkpoint also stays as step_<global_step>.pt; each holds
+    the weights of its step (those of a run stopped there), and the last is latest.pt."""
+    fixed_lr = "ppo.anneal_lr=false"  # else the learning rate follows total_steps
+    config = _config(tmp_path / "kept", "ppo.num_steps=4", fixed_lr, num_envs=4,
+                     total_steps=96, checkpoint_interval=2, keep_checkpoints=True)
+    Trainer(config).run()
+    folder = tmp_path / "kept" / "checkpoints"
+    kept = sorted(p.name for p in folder.glob("step_*.pt"))
+    assert kept == [f"step_{s:012d}.pt" for s in (32, 64, 96)]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*kept, "latest.pt"])
+    short = Trainer(_config(tmp_path / "short", "ppo.num_steps=4", fixed_lr, num_envs=4,
+                            total_steps=32)).run()
+
+    def weights(path):
+        return ckpt.load_checkpoint(path)["policies"]["default"]["model"]
+
+    first = weights(folder / kept[0])
+    assert ckpt.load_checkpoint(folder / kept[0])["counters"]["global_step"] == 32
+    assert all(torch.equal(first[k], v)
+               for k, v in weights(short.run_dir / "checkpoints" / "latest.pt").items())
+    assert not all(torch.equal(first[k], v) for k, v in weights(folder / kept[1]).items())
+    assert all(torch.equal(weights(folder / "latest.pt")[k], v)
+               for k, v in weights(folder / kept[2]).items())
+    config_, models, step = load_models(folder / kept[1], torch.device("cpu"))
+    assert step == 64 and list(models) == ["default"]
+
+
 def test_resume_with_a_different_config_is_refused(tmp_path):
     Trainer(_config(tmp_path / "r", "ppo.num_steps=4", num_envs=4, total_steps=32)).run()
     with pytest.raises(ckpt.CheckpointError, match="ppo.num_steps"):

@@ -56,6 +56,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     device = trainer_device(args.device)
     config, models, step = load_models(args.path, device)
+    if device.type == "cpu":  # as the trainer: small networks only lose from more threads
+        import torch
+
+        torch.set_num_threads(config.trainer.torch_threads or 1)
     if args.vs_random:
         return _versus_random(args, config, models, step, device)
     if args.gif:

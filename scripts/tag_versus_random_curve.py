@@ -68,7 +68,7 @@ def plot(run_dir: Path, rows: list[dict], output: str) -> None:
         points = [(r["global_step"] / 1e6, r[f"{name}/episode_return"]) for r in metrics
                   if f"{name}/episode_return" in r]
         if points:
-            axes[0].plot(*zip(*points), label=name)
+            axes[0].plot(*zip(*points, strict=True), label=name)
     axes[0].set(title="training return (sampled actions)", xlabel="agent-steps (M)")
     axes[0].legend()
     steps = [r["global_step"] / 1e6 for r in rows]

@@ -257,7 +257,8 @@ def _train_and_report(args: argparse.Namespace, trainer, caught: list) -> int:
         return 128 + getattr(exc, "signum", signal.SIGINT)
     if result.stopped == "stop_at_return":
         print(f"solved: {_reached(result.recent_returns, trainer.return_thresholds)} at step "
-              f"{result.global_step:,} (of total_steps {t.total_steps:,}); stopping early")
+              f"{result.global_step:,} (of total_steps {t.total_steps:,})"
+              f"{_checked(trainer.stop_check, t.stop_check_episodes)}; stopping early")
     print(_done_line(result, trainer.resumed_from))
     if result.metrics:
         last = result.metrics[-1]
@@ -377,6 +378,17 @@ def _reached(recent: dict[str, tuple[float, int]], thresholds: dict[str, float])
         parts.append(f"{who}mean return {mean:.2f} over the last {count} episodes >= "
                      f"{threshold:g}")
     return "; ".join(parts)
+
+
+def _checked(check: dict | None, episodes: int) -> str:
+    """``, and the deterministic policy's mean over 100 episodes is 500.00`` (per policy
+    if several) when a stop check decided, else nothing."""
+    if not check or not episodes:
+        return ""
+    values = ", ".join(f"{value:.2f}" if name == "default" else f"{name} {value:.2f}"
+                       for name, value in check["returns"].items())
+    return (f", and the deterministic policy's mean return over {episodes} episodes is "
+            f"{values}")
 
 
 def _finished_message(trainer, run: str) -> str:

@@ -46,6 +46,11 @@ class TrainerConfig:
     this (checked every log_interval iterations; checkpoint and evaluation follow as at
     the end); several policies: a threshold per policy, e.g. {tagger: 20}, all must be
     reached; null: train for total_steps"""
+    stop_check_episodes: int = 0
+    """with stop_at_return: once the training mean reaches it, also play this many
+    episodes of the deterministic policy (as `gpu-vecenv eval` does) and stop only if
+    their mean reaches it too, else train on and check again at the next such row (0: the
+    training mean alone decides). Several policies: each one's mean return per agent"""
     seed: int = 1
     """seed of the envs, the network initialisation and the action sampling"""
     device: str = "auto"

@@ -38,6 +38,7 @@ RESUMABLE_CHANGES = {
     "cuda_graphs",
     "fused_kernels",
     "stop_at_return",
+    "stop_check_episodes",
     "autoscale",
     "autoscale_memory_fraction",
     "autoscale_max_envs",

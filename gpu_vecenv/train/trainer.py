@@ -160,6 +160,9 @@ class Trainer:
         names = [g.name for g in self.groups]
         self.return_thresholds = thresholds_by_policy(t.stop_at_return, names)
         self.return_windows = {name: ReturnWindow() for name in names}
+        self.stop_check: dict[str, Any] | None = None
+        """The last check of ``trainer.stop_check_episodes``: ``{"step", "thresholds",
+        "returns", "passed", "evaluation"}`` (``evaluation`` not after a resume)."""
         self.resumed_from: int | None = None
         self.saved_step: int | None = None
         self._interrupt: InterruptRequest | None = None  # while run() runs
@@ -196,9 +199,16 @@ class Trainer:
         a resumed run can be finished), else ``None``."""
         if self.iteration >= self.num_iterations:
             return "total_steps"
-        if threshold_reached(self.return_windows, self.return_thresholds):
+        if threshold_reached(self.return_windows, self.return_thresholds) and (
+                self.config.trainer.stop_check_episodes <= 0 or self._checked_here()):
             return "stop_at_return"
         return None
+
+    def _checked_here(self) -> bool:
+        """The stop check passed at this step for these thresholds."""
+        c = self.stop_check
+        return (c is not None and c["passed"] and c["step"] == self.global_step
+                and c["thresholds"] == self.return_thresholds)
 
     def recent_returns(self) -> dict[str, tuple[float, int]]:
         """Policy -> (mean return, episodes) over its last 100 or more finished episodes
@@ -246,8 +256,8 @@ class Trainer:
                 if self.iteration % t.log_interval == 0 or last:
                     row = self._row(metrics, timer.read(self.global_step))
                     rows.append(row)
+                    stopped = self._after_row(row, progress)  # may add the stop check
                     writer.write(row)
-                    stopped = self._after_row(row, progress)
                 progress.update(self.global_step)
                 requested = agreement(interrupt)
                 if stopped or last or requested or (
@@ -351,18 +361,53 @@ class Trainer:
             if distributed.broadcast_object(stop):
                 return "callback"
         if threshold_reached(self.return_windows, self.return_thresholds):
-            return "stop_at_return"
+            if self.config.trainer.stop_check_episodes <= 0 or self._stop_check(row):
+                return "stop_at_return"
         return None
+
+    def _stop_check(self, row: dict[str, Any]) -> bool:
+        """``trainer.stop_check_episodes``: the deterministic policy's mean return over
+        that many episodes (the evaluation after training, played now; rank 0 plays, every
+        rank gets its result) reaches every threshold. Adds ``stop_check_return`` (per
+        policy: ``<name>/stop_check_return``) to ``row``. Changes no state of the run: the
+        evaluation has its own env and seed, and the RNG states are restored after it."""
+        from gpu_vecenv.train.evaluation import evaluate
+
+        t = self.config.trainer
+        evaluation = None
+        if self.rank == 0:
+            cuda = [self.device] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=cuda):
+                evaluation = evaluate(self.config, self.groups, t.stop_check_episodes,
+                                      self.device)
+        evaluation = distributed.broadcast_object(evaluation)
+        single = len(self.groups) == 1
+        returns = {name: evaluation["mean_return"] if single
+                   else evaluation["policies"][name]["mean_return_per_agent"]
+                   for name in self.return_thresholds}
+        for name, value in returns.items():
+            row[("" if single else f"{name}/") + "stop_check_return"] = value
+        passed = all(returns[n] >= threshold for n, threshold in self.return_thresholds.items())
+        self.stop_check = {"step": self.global_step, "thresholds": dict(self.return_thresholds),
+                           "returns": returns, "passed": passed, "evaluation": evaluation}
+        return passed
 
     def _evaluate(self) -> dict[str, Any] | None:
         """The evaluation after training (``eval_episodes``), also written to
-        ``eval.json``."""
+        ``eval.json``; a stop check of as many episodes at this step is that very
+        evaluation (the same policy, env seed and episodes), so it is not played again."""
         t = self.config.trainer
         if t.eval_episodes <= 0 or self.rank > 0:
             return None
         from gpu_vecenv.train.evaluation import evaluate, write_evaluation
 
-        evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
+        check = self.stop_check
+        if (check is not None and check.get("evaluation") is not None
+                and check["step"] == self.global_step
+                and t.stop_check_episodes == t.eval_episodes):
+            evaluation = check["evaluation"]
+        else:
+            evaluation = evaluate(self.config, self.groups, t.eval_episodes, self.device)
         write_evaluation(evaluation, self.run_dir / "eval.json")
         return evaluation
 
@@ -422,6 +467,9 @@ class Trainer:
             "env": {"state": get_state() if get_state else {}, "obs": self.obs.clone()},
             "return_windows": {name: w.state() for name, w in self.return_windows.items()},
         }
+        if self.stop_check is not None:  # whether a resumed run is finished
+            payload["stop_check"] = {k: self.stop_check[k]
+                                     for k in ("step", "thresholds", "returns", "passed")}
         if self.distributed:
             # Each rank's envs, RNG, episode counters (and DDPG's replay) are its own:
             # ranks > 0 write theirs beside ``path`` first, rank 0 writes ``path`` last,
@@ -459,6 +507,7 @@ class Trainer:
             # Checkpoints from before stop_at_return have no windows: they start empty.
             for name, rows in payload.get("return_windows", {}).items():
                 self.return_windows[name].load(rows)
+            self.stop_check = payload.get("stop_check")
         except (KeyError, IndexError, AttributeError, RuntimeError, ValueError, TypeError
                 ) as exc:
             raise ckpt.CheckpointError(f"checkpoint {path} does not fit this run: "

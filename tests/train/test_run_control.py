@@ -153,6 +153,74 @@ def test_a_run_stopped_at_return_is_finished_until_the_threshold_rises(tmp_path)
     assert _losses(rows) == _losses(direct.metrics)
 
 
+def _wrap_evaluate(monkeypatch, passes):
+    """Count the evaluations and let ``passes(call)`` decide each one's outcome: the real
+    evaluation is played (its effects on the run are what the tests are about), then its
+    mean return is kept or replaced by one far below any threshold."""
+    from gpu_vecenv.train import evaluation as evaluation_module
+
+    real, calls = evaluation_module.evaluate, []
+
+    def wrapped(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls.append(args[2])  # episodes
+        if not passes(len(calls)):
+            result = {**result, "mean_return": -1e9}
+        return result
+
+    monkeypatch.setattr(evaluation_module, "evaluate", wrapped)
+    return calls
+
+
+def test_a_failed_stop_check_trains_on_exactly_as_without_a_threshold(tmp_path, monkeypatch):
+    """Each row whose training mean reaches the threshold plays the check; failing, the run
+    goes on, and its rows (the check's own column aside) equal a run without a threshold,
+    bit for bit: the check's evaluation changes no RNG, weight or env of the run."""
+    full = Trainer(_cartpole(tmp_path / "full")).run()
+    solved_at = _first_row_solved(full.metrics, 40.0)
+    calls = _wrap_evaluate(monkeypatch, passes=lambda call: False)
+    result = Trainer(_cartpole(tmp_path / "check", stop_at_return=40,
+                               stop_check_episodes=3)).run()
+    assert result.stopped == "total_steps" and result.global_step == full.global_step
+    assert _losses(result.metrics) == _losses(full.metrics)
+    checked = [r for r in result.metrics if "stop_check_return" in r]
+    assert checked and checked[0]["global_step"] == solved_at["global_step"]
+    assert len(calls) == len(checked) and set(calls) == {3}
+    assert all(r["stop_check_return"] == -1e9 for r in checked)
+    written = [json.loads(line) for line in (tmp_path / "check" / "metrics.jsonl").open()]
+    assert [r for r in written if "stop_check_return" in r] == checked
+
+
+def test_a_passed_stop_check_stops_and_is_the_final_evaluation(tmp_path, monkeypatch):
+    full = Trainer(_cartpole(tmp_path / "full")).run()
+    solved_at = _first_row_solved(full.metrics, 40.0)
+    later = [r for r in full.metrics if r["global_step"] > solved_at["global_step"]]
+    calls = _wrap_evaluate(monkeypatch, passes=lambda call: call >= 2)  # the 2nd passes
+    run = _cartpole(tmp_path / "check", stop_at_return=40, stop_check_episodes=4,
+                    eval_episodes=4)
+    result = Trainer(run).run()
+    assert result.stopped == "stop_at_return"
+    checked = [r["global_step"] for r in result.metrics if "stop_check_return" in r]
+    assert len(checked) == 2 and checked[0] == solved_at["global_step"]
+    assert result.global_step == checked[1] and checked[1] in [r["global_step"] for r in later]
+    assert _losses(result.metrics) == _losses(full.metrics[: len(result.metrics)])
+    assert calls == [4, 4]  # the passing check is the final evaluation, not played again
+    assert result.evaluation == json.loads((tmp_path / "check" / "eval.json").read_text())
+    assert result.metrics[-1]["stop_check_return"] == result.evaluation["mean_return"]
+    # Resumed, the run is finished (the check passed at its last step)...
+    again = Trainer(run, resume=True)
+    assert again.finished == "stop_at_return"
+    # ...but not with another threshold that its training mean reaches unchecked.
+    other = _cartpole(tmp_path / "check", stop_at_return=30, stop_check_episodes=4,
+                      eval_episodes=4)
+    assert Trainer(other, resume=True).finished is None
+
+
+def test_stop_check_episodes_must_not_be_negative(tmp_path):
+    with pytest.raises(ValueError, match="stop_check_episodes"):
+        _cartpole(tmp_path / "r", stop_check_episodes=-1)
+
+
 @pytest.fixture
 def terminal_sigint():
     """SIGINT as in a terminal (Python's KeyboardInterrupt handler), also where this

@@ -23,11 +23,15 @@
 #define TAG_SCAN_MAX_PARTS 4
 
 // An observation holds, per observed other agent, these features (feature-major: all
-// others' values of feature 0, then of feature 1, ...), then the time and the own role.
+// others' values of feature 0, then of feature 1, ...), then the time, the own state
+// (observe_own_state) and the own role (observe_own_role).
 constexpr int kTagDiffFeatures = 5;   // Δx, Δy, Δspeed, Δacceleration, Δdirection
 constexpr int kTagRoleFeature = 5;    // the other's role (1 tagger)
 constexpr int kTagInGameFeature = 6;  // the other's in-game flag
 constexpr int kTagFeatures = 7;       // envs/tag.py reads this one
+// observe_own_state: x/L, y/L, cos and sin of the direction, speed/max_speed (envs/tag.py
+// reads it)
+constexpr int kTagOwnStateFeatures = 5;
 static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRoleFeature + 1 &&
               kTagFeatures == kTagInGameFeature + 1, "the feature layout");
 
@@ -40,6 +44,8 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
   FIELD(int, num_turn_actions)                                                             \
   FIELD(int, full_observation)                                                             \
   FIELD(int, own_role)                                                                     \
+  FIELD(int, own_state) /* observe_own_state */                                            \
+  FIELD(int, egocentric)                                                                   \
   FIELD(int, num_observed) /* A - 1 (full) or K (partial) */                               \
   FIELD(int, exits) /* runner_exits_game_after_tagged */                                   \
   FIELD(int, fixed_start)                                                                  \

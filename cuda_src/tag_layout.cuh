@@ -127,7 +127,9 @@ __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_d
 //   tag_count int[T]     tags per tagger this step (step_one_block: the game's counters)
 //   helped    float[H * K * A], int[H * K * A]  with scan_helpers only (H = scan_helpers
 //                        + 1): each part's K nearest (squared distance, id), entry k of
-//                        part p of agent a at (p * K + k) * A + a
+//                        part p of agent a at (p * K + k) * A + a (once merged, part 1's
+//                        first entries hold the egocentric cosine and sine: see
+//                        write_slots_split)
 //   stage     float[R * stage_stride]  the block's observation rows, R = min(T, A) (the
 //                        threads with an agent; packed_games * A in a packed block), when
 //                        the launch has room for them (staged)

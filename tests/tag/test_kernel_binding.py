@@ -199,3 +199,22 @@ def test_the_options_have_kernels_of_their_own(monkeypatch):
     assert tag.TagParams(**plain, egocentric=True).obs_dim == base.obs_dim
     assert tag.TagParams(**plain, observe_own_state=True).obs_dim == (
         base.obs_dim + int_constant("tag_layout.cuh", "kTagOwnStateFeatures"))
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("kernel", ["tag_run_k4", "tag_run_k4_options",
+                                    "tag_run_k4_helpers_options"])
+def test_a_kernels_flags_build_the_entries_its_launches_name(kernel, tmp_path):
+    """The module ``flags_for(kernel)`` builds holds the kernel, the step and packed entries
+    the launch rules name for it, and nothing else (PTX of nvcc: seconds, not the cubin)."""
+    ptx = tmp_path / "tag.ptx"
+    command = build_command(find_nvcc(), CUDA_SRC / "tag.cu", ptx, (9, 0),
+                            tag.KERNEL_BINDING.flags_for(kernel))
+    command[command.index("-cubin")] = "-ptx"
+    subprocess.run(command, check=True, capture_output=True)
+    entries = set(re.findall(r"^\.visible \.entry (\w+)\(", ptx.read_text(), re.M))
+    large = tag.TagParams(num_taggers=5, num_runners=100)
+    want = {kernel, tag_launch.one_block_step_kernel(large, kernel)} - {None}
+    if kernel.removesuffix(tag_launch.OPTIONS_SUFFIX) in tag_launch.PACKED_KERNELS:
+        want.add("tag_step_packed_" + kernel.removeprefix("tag_run_"))
+    assert entries == want

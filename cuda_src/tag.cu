@@ -472,12 +472,13 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // tag_step_packed_<suffix> (TAG_PACKED_KERNELS), for steps of several games a warp.
 //
 // Every one of them comes twice: as named, and as <name>_options, which writes the
-// observation options (observe_own_state, egocentric: c.own_state, c.egocentric). One
-// kernel for both would cost the games without the options too: with the options' code
-// behind a uniform branch, ptxas (CUDA 13, sm_90) gave tag_step_k10 64 registers and 4
-// bytes of spills instead of 78 and none, tag_step_k16 112 registers instead of 80, and
-// tag_step_packed_k16 16 bytes of spills; apart, the kernels without the options are
-// those of before, instruction for instruction.
+// observation options (observe_own_state, egocentric, as c.own_state and c.egocentric ask).
+// One kernel for both would cost the games without the options too: with the options'
+// code behind a uniform branch, ptxas (CUDA 13, sm_90) gave tag_step_k10 64 registers and
+// 4 bytes of spills instead of 78 and none, tag_step_k16 112 registers instead of 80, and
+// tag_step_packed_k16 16 bytes of spills. Apart, the kernels without the options compile
+// to the PTX they had before the options existed (but for the constants' offsets), with
+// the same registers.
 
 // Every entry's parameters (one argument layout for the host: GameKernelBinding).
 #define TAG_KERNEL_PARAMS                                                                   \

@@ -16,7 +16,9 @@
 // registers, the tiles filled from them; one batch of global loads per step; for launches
 // too small to fill the GPU, two to four threads per agent in the K-nearest scan
 // (scan_helpers); for many games of at most 16 agents, several games a warp (its packed
-// form, tag_step_packed_*).
+// form, tag_step_packed_*). Each kernel has a twin with the observation options
+// (observe_own_state, egocentric: the *_options kernels), so that the kernels without
+// them carry none of their code.
 //
 // Mirrors the torch reference operation by operation in float32; compile with -fmad=false.
 // The data layout (constants, structs, shared memory) is tag_layout.cuh, the observation
@@ -235,7 +237,8 @@ __device__ __forceinline__ bool game_any(int vote, unsigned lanes) {
 // of the tiles (game_shared), the game's reductions warp votes over its threads; the
 // block's barriers are the games' barriers. The same arithmetic and the same results:
 // only the agent a thread runs and where its game's tiles lie change.
-template <int kMax, bool kWide, bool kHelpers = false, bool kPacked = false>
+// kOptions: the observation options (tag_observe.cuh).
+template <int kMax, bool kWide, bool kHelpers, bool kPacked, bool kOptions>
 __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagBuffers& b,
                                const TagOutputs& o, const long long* __restrict__ action,
                                int mode) {
@@ -373,9 +376,8 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   // a game that ended. Then kObserveStep. (A loop, so that the block's code holds one copy
   // of the observation code, not two.)
   for (bool final_obs = same_step;; final_obs = false) {
-    write_observation<kMax, kWide, kHelpers, kPacked>(c, s, ag, TagObserver{me, t}, true,
-                                                      visible, final_obs ? o.final_obs : o.obs,
-                                                      lane0);
+    write_observation<kMax, kWide, kHelpers, kPacked, kOptions>(
+        c, s, ag, TagObserver{me, t}, true, visible, final_obs ? o.final_obs : o.obs, lane0);
     if (!final_obs) break;
     __syncthreads();  // the tiles and the staged rows are read
     if (ended) {
@@ -395,13 +397,13 @@ __device__ void step_one_block(const TagConsts& c, const TagState& s, const TagB
   if (ag.a == 0) gv_store_game_autoreset(b, g, mode, bad, pending, ended);
 }
 
-template <int kMax, bool kWide, bool kHelpers = false>
+template <int kMax, bool kWide, bool kHelpers, bool kOptions>
 __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
                     const TagOutputs& o, const long long* __restrict__ action,
                     const bool* __restrict__ mask, int blocks_per_game, int mode,
                     int first_phase, int last_phase) {
   if (blocks_per_game == 1 && first_phase == kValidate && last_phase == kObserveStep) {
-    return step_one_block<kMax, kWide, kHelpers>(c, s, b, o, action, mode);
+    return step_one_block<kMax, kWide, kHelpers, false, kOptions>(c, s, b, o, action, mode);
   }
   GV_GAME_AGENT(ag, c.num_agents, blocks_per_game)
   const bool same_step = mode == GV_AUTORESET_SAME_STEP;
@@ -421,8 +423,10 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         if (ag.on) phase_finish(c, s, b, o, ag, mode);
         break;
       case kFinalObs:
-        if (same_step) write_observation<kMax, kWide>(c, s, ag, load_observer(s, ag), false,
-                                        ag.on && b.visible[ag.slot], o.final_obs);
+        if (same_step) {
+          write_observation<kMax, kWide, false, false, kOptions>(
+              c, s, ag, load_observer(s, ag), false, ag.on && b.visible[ag.slot], o.final_obs);
+        }
         break;
       case kSameStepReset:
         if (same_step && ag.on) {
@@ -435,8 +439,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         }
         break;
       case kObserveStep:
-        write_observation<kMax, kWide>(c, s, ag, load_observer(s, ag), false,
-                                        ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax, kWide, false, false, kOptions>(
+            c, s, ag, load_observer(s, ag), false, ag.on && b.visible[ag.slot], o.obs);
         if (ag.on) finish_game(c, b, ag, mode);
         break;
       case kResetAgents:
@@ -449,8 +453,8 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
         gv_reset_game(b, ag, mask);
         break;
       case kObserveOnly:
-        write_observation<kMax, kWide>(c, s, ag, load_observer(s, ag), false,
-                                        ag.on && b.visible[ag.slot], o.obs);
+        write_observation<kMax, kWide, false, false, kOptions>(
+            c, s, ag, load_observer(s, ag), false, ag.on && b.visible[ag.slot], o.obs);
         break;
     }
   }
@@ -465,7 +469,16 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
 // launches for games of more than 32 agents (H200: 2,000×105 103 µs a step against 114
 // through run(), where ptxas spills 16 bytes instead of 56; 1×5, 2,000×5 and 100×105 were
 // 0.1-0.35 µs slower with it, so they keep run()). The layouts small games use also have
-// tag_step_packed_<suffix> (TAG_PACKED_KERNEL), for steps of several games a warp.
+// tag_step_packed_<suffix> (TAG_PACKED_KERNELS), for steps of several games a warp.
+//
+// Every one of them comes twice: as named, and as <name>_options, which writes the
+// observation options (observe_own_state, egocentric, as c.own_state and c.egocentric ask).
+// One kernel for both would cost the games without the options too: with the options'
+// code behind a uniform branch, ptxas (CUDA 13, sm_90) gave tag_step_k10 64 registers and
+// 4 bytes of spills instead of 78 and none, tag_step_k16 112 registers instead of 80, and
+// tag_step_packed_k16 16 bytes of spills. Apart, the kernels without the options compile
+// to the PTX they had before the options existed (but for the constants' offsets), with
+// the same registers.
 
 // Every entry's parameters (one argument layout for the host: GameKernelBinding).
 #define TAG_KERNEL_PARAMS                                                                   \
@@ -473,50 +486,79 @@ __device__ void run(const TagConsts& c, const TagState& s, const TagBuffers& b,
       const long long* __restrict__ action, const bool* __restrict__ mask,                  \
       int blocks_per_game, int mode, int first_phase, int last_phase
 
-#define TAG_KERNEL(suffix, kMax, kWide, kHelpers)                                           \
+#define TAG_RUN_KERNEL(name, kMax, kWide, kHelpers, kOptions)                               \
   extern "C" __global__ void __launch_bounds__(kHelpers ? GV_GAME_MAX_SPLIT_BLOCK           \
                                                         : GV_GAME_MAX_BLOCK)                \
-      tag_run_##suffix(TAG_KERNEL_PARAMS) {                                                 \
-    run<kMax, kWide, kHelpers>(c, s, b, o, action, mask, blocks_per_game, mode,             \
-                               first_phase, last_phase);                                    \
+      tag_run_##name(TAG_KERNEL_PARAMS) {                                                   \
+    run<kMax, kWide, kHelpers, kOptions>(c, s, b, o, action, mask, blocks_per_game, mode,   \
+                                         first_phase, last_phase);                          \
   }
 
-#define TAG_KERNELS(suffix, kMax, kWide)                                                    \
-  TAG_KERNEL(suffix, kMax, kWide, false)                                                    \
-  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_step_##suffix(        \
+#define TAG_STEP_KERNEL(name, kMax, kWide, kOptions)                                        \
+  extern "C" __global__ void __launch_bounds__(GV_GAME_MAX_BLOCK) tag_step_##name(          \
       TAG_KERNEL_PARAMS) {                                                                  \
-    step_one_block<kMax, kWide>(c, s, b, o, action, mode);                                  \
+    step_one_block<kMax, kWide, false, false, kOptions>(c, s, b, o, action, mode);          \
   }
 
-// tag_step_packed_<suffix>: a step of games of at most 16 agents, up to 32 / A games a
+// tag_step_packed_<name>: a step of games of at most 16 agents, up to 32 / A games a
 // 32-thread block (step_one_block's kPacked form), for the layouts small games use.
-#define TAG_PACKED_KERNEL(suffix, kMax)                                                     \
-  extern "C" __global__ void __launch_bounds__(32) tag_step_packed_##suffix(                \
+#define TAG_PACKED_STEP_KERNEL(name, kMax, kOptions)                                        \
+  extern "C" __global__ void __launch_bounds__(32) tag_step_packed_##name(                  \
       TAG_KERNEL_PARAMS) {                                                                  \
-    step_one_block<kMax, false, false, true>(c, s, b, o, action, mode);                     \
+    step_one_block<kMax, false, false, true, kOptions>(c, s, b, o, action, mode);           \
   }
 
-// The backend builds only the kernel it launches (-DTAG_ONLY -DTAG_ONLY_<suffix>): a first
-// use compiles one of these fifteen, not all. Without TAG_ONLY, all of them.
+// The backend builds only the kernel it launches: -DTAG_ONLY -DTAG_ONLY_<suffix> (the
+// layout's run, step and packed entries), with -DTAG_ONLY_OPTIONS for their _options
+// twins instead (-DTAG_ONLY_PLAIN as well: both, as the host emulation builds them). A
+// first use compiles one of these thirty, not all. Without TAG_ONLY, all of them.
+#if !defined(TAG_ONLY) || !defined(TAG_ONLY_OPTIONS) || defined(TAG_ONLY_PLAIN)
+#define TAG_PLAIN(...) __VA_ARGS__
+#else
+#define TAG_PLAIN(...)
+#endif
+#if !defined(TAG_ONLY) || defined(TAG_ONLY_OPTIONS)
+#define TAG_WITH_OPTIONS(...) __VA_ARGS__
+#else
+#define TAG_WITH_OPTIONS(...)
+#endif
+
+// tag_run_<suffix> and tag_step_<suffix>, and their _options twins.
+#define TAG_KERNELS(suffix, kMax, kWide)                                                    \
+  TAG_PLAIN(TAG_RUN_KERNEL(suffix, kMax, kWide, false, false)                               \
+            TAG_STEP_KERNEL(suffix, kMax, kWide, false))                                    \
+  TAG_WITH_OPTIONS(TAG_RUN_KERNEL(suffix##_options, kMax, kWide, false, true)               \
+                   TAG_STEP_KERNEL(suffix##_options, kMax, kWide, true))
+
+// tag_run_<suffix> with scan helpers (no step twin), and its _options twin.
+#define TAG_HELPERS_KERNELS(suffix, kMax)                                                   \
+  TAG_PLAIN(TAG_RUN_KERNEL(suffix, kMax, false, true, false))                               \
+  TAG_WITH_OPTIONS(TAG_RUN_KERNEL(suffix##_options, kMax, false, true, true))
+
+// tag_step_packed_<suffix>, and its _options twin.
+#define TAG_PACKED_KERNELS(suffix, kMax)                                                    \
+  TAG_PLAIN(TAG_PACKED_STEP_KERNEL(suffix, kMax, false))                                    \
+  TAG_WITH_OPTIONS(TAG_PACKED_STEP_KERNEL(suffix##_options, kMax, true))
+
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_full)
 TAG_KERNELS(full, 0, false)
-TAG_PACKED_KERNEL(full, 0)
+TAG_PACKED_KERNELS(full, 0)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4)
 TAG_KERNELS(k4, 4, false)
-TAG_PACKED_KERNEL(k4, 4)
+TAG_PACKED_KERNELS(k4, 4)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k8)
 TAG_KERNELS(k8, 8, false)
-TAG_PACKED_KERNEL(k8, 8)
+TAG_PACKED_KERNELS(k8, 8)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k10)
 TAG_KERNELS(k10, 10, false)
-TAG_PACKED_KERNEL(k10, 10)
+TAG_PACKED_KERNELS(k10, 10)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k16)
 TAG_KERNELS(k16, 16, false)
-TAG_PACKED_KERNEL(k16, 16)
+TAG_PACKED_KERNELS(k16, 16)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k32)
 TAG_KERNELS(k32, TAG_MAX_OBSERVED, false)
@@ -537,14 +579,14 @@ TAG_KERNELS(k16_wide, 16, true)
 TAG_KERNELS(k32_wide, TAG_MAX_OBSERVED, true)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k4_helpers)
-TAG_KERNEL(k4_helpers, 4, false, true)
+TAG_HELPERS_KERNELS(k4_helpers, 4)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k8_helpers)
-TAG_KERNEL(k8_helpers, 8, false, true)
+TAG_HELPERS_KERNELS(k8_helpers, 8)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k10_helpers)
-TAG_KERNEL(k10_helpers, 10, false, true)
+TAG_HELPERS_KERNELS(k10_helpers, 10)
 #endif
 #if !defined(TAG_ONLY) || defined(TAG_ONLY_k16_helpers)
-TAG_KERNEL(k16_helpers, 16, false, true)
+TAG_HELPERS_KERNELS(k16_helpers, 16)
 #endif

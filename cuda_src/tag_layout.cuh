@@ -23,11 +23,15 @@
 #define TAG_SCAN_MAX_PARTS 4
 
 // An observation holds, per observed other agent, these features (feature-major: all
-// others' values of feature 0, then of feature 1, ...), then the time and the own role.
+// others' values of feature 0, then of feature 1, ...), then the time, the own state
+// (observe_own_state) and the own role (observe_own_role).
 constexpr int kTagDiffFeatures = 5;   // Δx, Δy, Δspeed, Δacceleration, Δdirection
 constexpr int kTagRoleFeature = 5;    // the other's role (1 tagger)
 constexpr int kTagInGameFeature = 6;  // the other's in-game flag
 constexpr int kTagFeatures = 7;       // envs/tag.py reads this one
+// observe_own_state: x/L, y/L, cos and sin of the direction, speed/max_speed (envs/tag.py
+// reads it)
+constexpr int kTagOwnStateFeatures = 5;
 static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRoleFeature + 1 &&
               kTagFeatures == kTagInGameFeature + 1, "the feature layout");
 
@@ -40,6 +44,8 @@ static_assert(kTagRoleFeature == kTagDiffFeatures && kTagInGameFeature == kTagRo
   FIELD(int, num_turn_actions)                                                             \
   FIELD(int, full_observation)                                                             \
   FIELD(int, own_role)                                                                     \
+  FIELD(int, own_state) /* observe_own_state */                                            \
+  FIELD(int, egocentric)                                                                   \
   FIELD(int, num_observed) /* A - 1 (full) or K (partial) */                               \
   FIELD(int, exits) /* runner_exits_game_after_tagged */                                   \
   FIELD(int, fixed_start)                                                                  \
@@ -121,7 +127,9 @@ __device__ __forceinline__ int stage_stride(const TagConsts& c) { return c.obs_d
 //   tag_count int[T]     tags per tagger this step (step_one_block: the game's counters)
 //   helped    float[H * K * A], int[H * K * A]  with scan_helpers only (H = scan_helpers
 //                        + 1): each part's K nearest (squared distance, id), entry k of
-//                        part p of agent a at (p * K + k) * A + a
+//                        part p of agent a at (p * K + k) * A + a (once merged, part 1's
+//                        first entries hold the egocentric cosine and sine: see
+//                        write_slots_split)
 //   stage     float[R * stage_stride]  the block's observation rows, R = min(T, A) (the
 //                        threads with an agent; packed_games * A in a packed block), when
 //                        the launch has room for them (staged)

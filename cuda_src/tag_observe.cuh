@@ -2,6 +2,11 @@
 // observations (every other agent in id order), partial ones (the K nearest others, with
 // or without scan helpers), and write_observation, which every kernel of tag.cu calls to
 // write a thread's row, staged through shared memory where the launch has room.
+//
+// kOptions: the writers of the kernels with the options (tag.cu's *_options), which write
+// what c.own_state (observe_own_state) and c.egocentric ask for; the other kernels hold none
+// of that code, so their registers and instructions stay those of the observation without
+// the options.
 #ifndef GV_TAG_OBSERVE_CUH
 #define GV_TAG_OBSERVE_CUH
 
@@ -54,6 +59,8 @@ __device__ __forceinline__ void own_normalised(const TagConsts& c, const TagShar
   }
 }
 
+// The row's tail but the own state (write_options): the time and the own role.
+template <bool kOptions>
 __device__ __forceinline__ void write_tail(const TagConsts& c, const TagObserver& me,
                                            const Agent& ag, bool playing, float* row) {
   const int n = c.num_observed;
@@ -61,8 +68,63 @@ __device__ __forceinline__ void write_tail(const TagConsts& c, const TagObserver
   row[kTagFeatures * n] = playing ? time : 0.0f;
   if (c.own_role) {
     const bool shown = c.full_observation || playing;
-    row[kTagFeatures * n + 1] = (shown && ag.a < c.num_taggers) ? 1.0f : 0.0f;
+    const int own_state = kOptions && c.own_state ? kTagOwnStateFeatures : 0;
+    row[kTagFeatures * n + 1 + own_state] = (shown && ag.a < c.num_taggers) ? 1.0f : 0.0f;
   }
+}
+
+// The observer's state as it is now, for the options' features, read back from its slot:
+// every launch has stored it there before its observations (step_one_block, which holds
+// it in registers, too, but for a game with an invalid action, where it is unchanged), and
+// reading it back costs the options kernels a few loads where holding the direction and
+// speed in registers through the K-nearest scan would cost them registers.
+__device__ __forceinline__ TagAgent observer_now(const TagState& s, const Agent& ag) {
+  return load_agent(s, ag.slot);
+}
+
+// torch.cos / torch.sin of a CUDA float32 tensor (::cos / ::sin of a float: cosf / sinf,
+// libdevice's non-ftz; the kernels are built without fast math).
+__device__ __forceinline__ float torch_cos(float x) { return cosf(x); }
+__device__ __forceinline__ float torch_sin(float x) { return sinf(x); }
+
+// egocentric: slots k = first, first + every, ... of a row (n slots a feature), their Δx
+// and Δy turned into the observer's frame (x ahead, y to its left) as envs/tag.py's observe
+// turns them: cos·Δx + sin·Δy and cos·Δy − sin·Δx, each product rounded, then the sum (no
+// FMA). Full observations turn every slot (also the zero Δs of an observer out of the game,
+// as the reference does: a zero may come out negative); partial ones the slots that show
+// somebody (in-game flag 1), the others staying zeros. The thread wrote the slots itself.
+__device__ __forceinline__ void turn_slots(const TagConsts& c, float* row, int first, int every,
+                                           float cos_dir, float sin_dir) {
+  const int n = c.num_observed;
+  for (int k = first; k < n; k += every) {
+    if (!c.full_observation && row[kTagInGameFeature * n + k] == 0.0f) continue;
+    const float dx = row[k], dy = row[n + k];
+    row[k] = __fadd_rn(__fmul_rn(cos_dir, dx), __fmul_rn(sin_dir, dy));
+    row[n + k] = __fsub_rn(__fmul_rn(cos_dir, dy), __fmul_rn(sin_dir, dx));
+  }
+}
+
+// observe_own_state: the observer's x/L, y/L, cos and sin of its direction (cos_dir,
+// sin_dir) and speed/max_speed, after the time; zeros out of the game.
+__device__ __forceinline__ void write_own_state(const TagConsts& c, const TagAgent& now,
+                                                float cos_dir, float sin_dir, bool playing,
+                                                float* row) {
+  float* const own = row + kTagFeatures * c.num_observed + 1;
+  own[0] = playing ? gv_div_positive(now.x, c.grid_length) : 0.0f;
+  own[1] = playing ? gv_div_positive(now.y, c.grid_length) : 0.0f;
+  own[2] = playing ? cos_dir : 0.0f;
+  own[3] = playing ? sin_dir : 0.0f;
+  own[4] = playing ? gv_div_positive(now.speed, c.speed_scale) : 0.0f;
+}
+
+// What the options ask of a row whose slots and tail this thread wrote (kOptions only).
+__device__ __forceinline__ void write_options(const TagConsts& c, const TagState& s,
+                                              const Agent& ag, bool playing, float* row) {
+  if (!c.egocentric && !c.own_state) return;
+  const TagAgent now = observer_now(s, ag);
+  const float cos_dir = torch_cos(now.direction), sin_dir = torch_sin(now.direction);
+  if (c.egocentric) turn_slots(c, row, 0, 1, cos_dir, sin_dir);
+  if (c.own_state) write_own_state(c, now, cos_dir, sin_dir, playing, row);
 }
 
 __device__ void write_zeros(const TagConsts& c, float* row) {
@@ -71,6 +133,7 @@ __device__ void write_zeros(const TagConsts& c, float* row) {
 
 // Full observation: every other agent in id order, from global memory or (tile_ready:
 // the tiles hold the whole game) from the tiles.
+template <bool kOptions>
 __device__ void observe_full(const TagConsts& c, const TagState& s, const TagShared& sh,
                              const Agent& ag, const TagObserver& me, bool tile_ready,
                              bool visible, float* row) {
@@ -96,7 +159,8 @@ __device__ void observe_full(const TagConsts& c, const TagState& s, const TagSha
     const bool in = tile_ready ? sh.tile[other].z != 0.0f : s.in_game[game + other] != 0;
     row[kTagInGameFeature * n + k] = in ? 1.0f : 0.0f;
   }
-  write_tail(c, me, ag, playing, row);
+  write_tail<kOptions>(c, me, ag, playing, row);
+  if constexpr (kOptions) write_options(c, s, ag, playing, row);
 }
 
 // Slot k of a partial observation row (K slots a feature): the other agent `other`, of
@@ -119,14 +183,19 @@ __device__ __forceinline__ void write_empty_slot(float* row, int K, int k) {
 // With scan helpers: an agent's observation slots are written by all H threads of the
 // agent, thread p * A + a the slots k = p, p + H, ... of agent a's row (the parts' lists
 // are read by then). The agents first publish their K nearest in shared memory (in part
-// 0's lists; +inf where the agent shows none, which writes zeros); the agent's own thread
-// writes the row's tail. Every thread of the block calls it (it holds barriers).
-template <int kMax>
-__device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
+// 0's lists; +inf where the agent shows none, which writes zeros) and, egocentric, the
+// cosine and sine of their direction (in part 1's lists, read by then: a helper has not
+// its agent's direction); the agent's own thread writes the row's tail. Every thread of
+// the block calls it (it holds barriers).
+template <int kMax, bool kOptions>
+__device__ void write_slots_split(const TagConsts& c, const TagState& s, const TagShared& sh,
                                   const TagObserver& me, const Agent& ag, int part, int agent,
                                   bool visible, const float (&best)[kMax],
                                   const int (&chosen)[kMax], float* row) {
   const int A = c.num_agents, K = c.num_observed, parts = c.scan_helpers + 1;
+  // egocentric: entry a of each, agent a's (part 1's first entries: there are H >= 2 parts)
+  float* const cos_of = sh.helped_distance + K * A;
+  float* const sin_of = reinterpret_cast<float*>(sh.helped_id + K * A);
   __syncthreads();  // every agent's merge has read the parts' lists
   if (part == 0) {
 #pragma unroll
@@ -134,6 +203,11 @@ __device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
       if (k >= K) break;
       sh.helped_distance[k * A + agent] = best[k];
       sh.helped_id[k * A + agent] = chosen[k];
+    }
+    if (kOptions && c.egocentric) {
+      const float direction = observer_now(s, ag).direction;
+      cos_of[agent] = torch_cos(direction);
+      sin_of[agent] = torch_sin(direction);
     }
   }
   __syncthreads();
@@ -154,8 +228,25 @@ __device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
     normalised(c, sh, other, theirs);
     write_seen_slot(c, agent_row, K, k, other, own, theirs);
   }
+  if constexpr (kOptions) {
+    if (c.egocentric) turn_slots(c, agent_row, part, parts, cos_of[agent], sin_of[agent]);
+  }
   if (part != 0) return;
-  if (visible) return write_tail(c, me, ag, me.own.in_game != 0, row);
+  if constexpr (kOptions) {
+    if (!visible) {
+      for (int f = kTagFeatures * K; f < c.obs_dim; ++f) row[f] = 0.0f;  // the whole tail
+      return;
+    }
+    const bool playing = me.own.in_game != 0;
+    write_tail<kOptions>(c, me, ag, playing, row);
+    if (c.own_state) {
+      const TagAgent now = observer_now(s, ag);
+      write_own_state(c, now, torch_cos(now.direction), torch_sin(now.direction), playing,
+                      row);
+    }
+    return;
+  }
+  if (visible) return write_tail<kOptions>(c, me, ag, me.own.in_game != 0, row);
   row[kTagFeatures * K] = 0.0f;
   if (c.own_role) row[kTagFeatures * K + 1] = 0.0f;
 }
@@ -191,7 +282,7 @@ __device__ void write_slots_split(const TagConsts& c, const TagShared& sh,
 // every id of part p exceeds every id of part p - 1, so the merge is the serial scan's list,
 // ties included. A helper does not know whether its agent's slot shows an observation
 // (that needs the agent's flags of the step): the agent ignores the lists when it does not.
-template <int kMax, bool kWide, bool kHelpers = false>
+template <int kMax, bool kWide, bool kHelpers, bool kOptions>
 __device__ void observe_partial(const TagConsts& c, const TagState& s, const Agent& ag,
                                 const TagObserver& me, const TagShared& sh, bool tile_ready,
                                 bool visible, float* row) {
@@ -342,7 +433,10 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
       }
     }
   }
-  if (split) return write_slots_split(c, sh, me, ag, part, agent, visible, best, chosen, row);
+  if (split) {
+    return write_slots_split<kMax, kOptions>(c, s, sh, me, ag, part, agent, visible, best,
+                                             chosen, row);
+  }
   if (!ag.on) return;
   if (!visible) return write_zeros(c, row);
   float own[kTagDiffFeatures], theirs[kTagDiffFeatures];
@@ -362,7 +456,8 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
     }
     write_seen_slot(c, row, K, k, chosen[k], own, theirs);
   }
-  write_tail(c, me, ag, playing, row);
+  write_tail<kOptions>(c, me, ag, playing, row);
+  if constexpr (kOptions) write_options(c, s, ag, playing, row);
 }
 
 // Writes the observation row of one agent (zeros where the slot shows none). Every
@@ -377,8 +472,8 @@ __device__ void observe_partial(const TagConsts& c, const TagState& s, const Age
 // stride of obs_dim floats between the threads of a warp: 32 sectors per store).
 // kPacked (step_one_block's packed form): the block holds packed_games_here(c) games, the
 // agent's game's tiles start at entry lane0 (the game's first thread), and the block's
-// rows, those of all its games, are one span too.
-template <int kMax, bool kWide, bool kHelpers = false, bool kPacked = false>
+// rows, those of all its games, are one span too. kOptions: see the top of this file.
+template <int kMax, bool kWide, bool kHelpers, bool kPacked, bool kOptions>
 __device__ void write_observation(const TagConsts& c, const TagState& s, const Agent& ag,
                                   const TagObserver& me, bool tile_ready, bool visible,
                                   float* out, int lane0 = 0) {
@@ -386,9 +481,10 @@ __device__ void write_observation(const TagConsts& c, const TagState& s, const A
   const int D = c.obs_dim, S = stage_stride(c);
   float* row = sh.staged ? sh.stage + threadIdx.x * S : out + ag.slot * (long long)D;
   if constexpr (kMax == 0) {
-    observe_full(c, s, sh, ag, me, tile_ready, visible, row);
+    observe_full<kOptions>(c, s, sh, ag, me, tile_ready, visible, row);
   } else {
-    observe_partial<kMax, kWide, kHelpers>(c, s, ag, me, sh, tile_ready, visible, row);
+    observe_partial<kMax, kWide, kHelpers, kOptions>(c, s, ag, me, sh, tile_ready, visible,
+                                                     row);
   }
   if (!sh.staged) return;
   __syncthreads();

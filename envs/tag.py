@@ -21,13 +21,14 @@ Full mode (``use_full_observation``): the ``N-1`` others in id order; partial mo
 zero-padded. For each of the features Δx/(√2·L), Δy/(√2·L), Δspeed/(max_speed+1e-10),
 Δacc/(max_speed+1e-10), Δdir/(2π) (each value normalised, then other − self), the other's
 role (1 tagger, 0 runner) and the other's in-game flag, the values of all observed
-others; then ``t / episode_length``; then (``observe_own_state``, off by default, torch
-backend only) the agent's own x/L, y/L, cos and sin of its direction and speed/max_speed;
-then (``observe_own_role``, default) the agent's own role, so that one shared policy can
-tell roles apart. ``D = 7·(N-1) + 2`` (full) or ``7·K + 2`` (partial), one less without
-the own role, 5 more with the own state. With ``egocentric`` (torch backend only) Δx and
-Δy are turned into the agent's own frame (x ahead, y to its left). An agent out of the game
-sees zero Δs and time (full mode) or all zeros (partial mode).
+others; then ``t / episode_length``; then (``observe_own_state``, off by default) the
+agent's own x/L, y/L, cos and sin of its direction and speed/max_speed; then
+(``observe_own_role``, default) the agent's own role, so that one shared policy can tell
+roles apart. ``D = 7·(N-1) + 2`` (full) or ``7·K + 2`` (partial), one less without the own
+role, 5 more with the own state. With ``egocentric`` (off by default) Δx and Δy are turned
+into the agent's own frame (x ahead, y to its left): ``cos·Δx + sin·Δy`` and
+``cos·Δy − sin·Δx`` of the agent's direction. An agent out of the game sees zero Δs, time
+and own state (full mode) or all zeros (partial mode). Both backends write every option.
 
 ## Rewards
 Per step: ``edge_hit_penalty`` for leaving the field, the role's step reward, ``±tag``
@@ -85,8 +86,9 @@ TWO_PI = float(F32(2 * math.pi))
 HALF_PI = float(F32(math.pi / 2))
 NUM_FEATURES = int_constant("tag_layout.cuh", "kTagFeatures")
 """Features per observed other agent (the kernel's ``kTagFeatures``)."""
-OWN_STATE_FEATURES = 5
-"""x/L, y/L, cos(direction), sin(direction), speed/max_speed (``observe_own_state``)."""
+OWN_STATE_FEATURES = int_constant("tag_layout.cuh", "kTagOwnStateFeatures")
+"""x/L, y/L, cos(direction), sin(direction), speed/max_speed (``observe_own_state``; the
+kernel's ``kTagOwnStateFeatures``)."""
 ROLES = ("tagger", "runner")
 """Role ids of ``info["role"]``: 0 tagger, 1 runner."""
 
@@ -126,10 +128,10 @@ class TagParams:
     """Also observe the agent's own absolute state (x/L, y/L, cos and sin of its
     direction, speed/max_speed; zeros out of the game), before the own role. WarpDrive's
     observation holds only differences (other − self), so an agent cannot tell which turn
-    takes it towards or away from another, nor where the edges are. Torch backend only."""
+    takes it towards or away from another, nor where the edges are."""
     egocentric: bool = False
     """Observe the others' Δx, Δy rotated into the agent's own frame (x ahead, y to its
-    left) instead of the field's. Torch backend only."""
+    left) instead of the field's."""
     fixed_start_positions: bool = False
     """Reuse one set of start positions for every episode and game (WarpDrive's way)."""
 
@@ -466,6 +468,8 @@ KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, sour
     ("num_turn_actions", "i", "num_turn_actions"),
     ("full_observation", "i", "use_full_observation"),
     ("own_role", "i", "observe_own_role"),
+    ("own_state", "i", "observe_own_state"),
+    ("egocentric", "i", "egocentric"),
     ("num_observed", "i", "num_observed"),
     ("exits", "i", "runner_exits_game_after_tagged"),
     ("fixed_start", "i", "fixed_start_positions"),
@@ -492,18 +496,24 @@ KERNEL_CONSTANTS = tuple(KernelConstant(name, kind, source) for name, kind, sour
 ))
 """``TAG_CONSTS`` of ``tag.cu``, field by field: (C name, kind, the params' attribute)."""
 
-KERNELS = tuple(f"tag_run_{suffix}" for suffix in (
-    "full", "k4", "k8", "k10", "k16", "k32", "k4_wide", "k8_wide", "k10_wide", "k16_wide",
-    "k32_wide", "k4_helpers", "k8_helpers", "k10_helpers", "k16_helpers"))
+KERNELS = tuple(f"tag_run_{suffix}{options}" for options in ("", tag_launch.OPTIONS_SUFFIX)
+                for suffix in ("full", "k4", "k8", "k10", "k16", "k32", "k4_wide", "k8_wide",
+                               "k10_wide", "k16_wide", "k32_wide", "k4_helpers", "k8_helpers",
+                               "k10_helpers", "k16_helpers"))
 """Every kernel of ``tag.cu``: one per observation layout (and scan form), so each keeps
-only the registers it needs."""
+only the registers it needs, and each twice: without and with the observation options
+(``observe_own_state``, ``egocentric``: ``_options``, :func:`tag_launch.kernel_name`)."""
 
 
 def kernel_flags(kernel: str) -> tuple[str, ...]:
-    """The ``-D`` flags that build only ``kernel`` of ``tag.cu``: it holds fifteen variants of
-    one template, and compiling all of them made a first Tag env wait 26 s (NVRTC on the
-    H200 machine) for the one it launches."""
-    return ("-DTAG_ONLY", f"-DTAG_ONLY_{kernel.removeprefix('tag_run_')}")
+    """The ``-D`` flags that build only ``kernel`` of ``tag.cu`` (and its step twins): it
+    holds thirty variants of one template, and compiling fifteen of them made a first Tag
+    env wait 26 s (NVRTC on the H200 machine) for the one it launches."""
+    layout = kernel.removeprefix("tag_run_")
+    if layout.endswith(tag_launch.OPTIONS_SUFFIX):
+        return ("-DTAG_ONLY", f"-DTAG_ONLY_{layout.removesuffix(tag_launch.OPTIONS_SUFFIX)}",
+                "-DTAG_ONLY_OPTIONS")
+    return ("-DTAG_ONLY", f"-DTAG_ONLY_{layout}")
 
 
 def kernel_buffers(params: TagParams, games: int, device: torch.device,
@@ -520,9 +530,6 @@ def kernel_buffers(params: TagParams, games: int, device: torch.device,
 
 
 def check_kernel_params(params: TagParams) -> None:
-    if params.observe_own_state or params.egocentric:
-        raise ValueError("observe_own_state and egocentric are implemented by the torch "
-                         "backend only (backend='torch')")
     if not params.use_full_observation and params.num_other_agents_observed > MAX_OBSERVED:
         raise ValueError(f"the CUDA kernel observes at most {MAX_OBSERVED} others; "
                          f"num_other_agents_observed={params.num_other_agents_observed}")

@@ -35,6 +35,10 @@ class LaunchParams(Protocol):
     def num_observed(self) -> int: ...
     @property
     def obs_dim(self) -> int: ...
+    @property
+    def observe_own_state(self) -> bool: ...
+    @property
+    def egocentric(self) -> bool: ...
 
 
 MAX_OBSERVED = int_constant("tag_layout.cuh", "TAG_MAX_OBSERVED")
@@ -110,7 +114,7 @@ def one_block_step_kernel(params: LaunchParams, kernel: str) -> str | None:
     """``tag_step_<suffix>``, ``step_one_block`` of ``tag_run_<suffix>`` as its own entry
     (``tag.cu``'s ``TAG_KERNELS``), for the games :data:`ONE_BLOCK_STEP_MIN_AGENTS` names;
     ``None``: ``kernel`` runs the step."""
-    if params.num_agents < ONE_BLOCK_STEP_MIN_AGENTS or kernel.endswith("_helpers"):
+    if params.num_agents < ONE_BLOCK_STEP_MIN_AGENTS or "_helpers" in kernel:
         return None
     return "tag_step_" + kernel.removeprefix("tag_run_")
 
@@ -118,7 +122,8 @@ def one_block_step_kernel(params: LaunchParams, kernel: str) -> str | None:
 PACKED_VARIABLE = "GPU_VECENV_TAG_PACKED"
 
 PACKED_KERNELS = ("tag_run_full", "tag_run_k4", "tag_run_k8", "tag_run_k10", "tag_run_k16")
-"""The kernels with a packed twin, ``tag_step_packed_<suffix>`` (``TAG_PACKED_KERNEL``)."""
+"""The kernels with a packed twin, ``tag_step_packed_<suffix>`` (``TAG_PACKED_KERNELS``; their
+``_options`` twins too)."""
 
 
 def packed_step_kernel(params: LaunchParams, kernel: str, num_games: int,
@@ -133,7 +138,7 @@ def packed_step_kernel(params: LaunchParams, kernel: str, num_games: int,
     if text != "auto" and not (text.isdigit() and int(text) >= 1):
         raise ValueError(f"{PACKED_VARIABLE} must be auto or the most games a block (1: one "
                          f"game a block); got {text!r}")
-    if kernel not in PACKED_KERNELS or num_games < 2:
+    if kernel.removesuffix(OPTIONS_SUFFIX) not in PACKED_KERNELS or num_games < 2:
         return None
     games = (auto_packed_games(params.num_agents, num_games, device) if text == "auto"
              else min(int(text), PACKED_BLOCK // params.num_agents))
@@ -165,18 +170,26 @@ def auto_packed_games(agents: int, num_games: int, device: torch.device) -> int:
     return min(PACKED_BLOCK // agents, -(-num_games // (PACKED_BLOCKS_PER_SM * sms)))
 
 
+OPTIONS_SUFFIX = "_options"
+"""The kernels that write the observation options (``observe_own_state``, ``egocentric``)
+end in this; the others hold none of their code (``tag.cu``: they kept their registers)."""
+
+
 def kernel_name(params: LaunchParams, blocks: int, device: torch.device) -> str:
-    """``tag_run_full`` or ``tag_run_k<kMax>[_wide|_helpers]`` (partial, K <= kMax). The
-    wide scan pays off when the launch has too few blocks to fill the GPU and its games are
-    larger than a block; ``_helpers`` where :func:`threads_per_agent` gives each agent scan
-    helpers (one block per game: ``blocks`` is the number of games)."""
+    """``tag_run_full`` or ``tag_run_k<kMax>[_wide|_helpers]`` (partial, K <= kMax), with
+    :data:`OPTIONS_SUFFIX` where the params ask for an observation option. The wide scan
+    pays off when the launch has too few blocks to fill the GPU and its games are larger
+    than a block; ``_helpers`` where :func:`threads_per_agent` gives each agent scan helpers
+    (one block per game: ``blocks`` is the number of games)."""
+    options = OPTIONS_SUFFIX if params.observe_own_state or params.egocentric else ""
     if params.use_full_observation:
-        return "tag_run_full"
+        return "tag_run_full" + options
     k_max = next(k for k in (4, 8, 10, 16, MAX_OBSERVED) if params.num_other_agents_observed <= k)
     if threads_per_agent(params, blocks, device) > 1:
-        return f"tag_run_k{k_max}_helpers"
+        return f"tag_run_k{k_max}_helpers" + options
     few_blocks = blocks < 2 * torch.cuda.get_device_properties(device).multi_processor_count
-    return f"tag_run_k{k_max}" + ("_wide" if few_blocks and params.num_agents > 256 else "")
+    wide = "_wide" if few_blocks and params.num_agents > 256 else ""
+    return f"tag_run_k{k_max}{wide}{options}"
 
 
 STAGE_LIMIT_BYTES = 100 * 1024

@@ -8,6 +8,8 @@
   1 x 16,384 agents (partial observations at the large sizes: a full observation of a
   1,000-agent game is 7,000 floats per agent).
 - Determinism: the same seed twice gives bit-identical outputs.
+- The observation options (``observe_own_state``, ``egocentric``: the ``_options`` kernels)
+  by state injection and roll-outs as above, and their observations bit for bit.
 
 Floats are held to 1e-5 (cos/sin may differ in the last bit between torch's and our
 build of CUDA's libm); flags, in-game flags, counters and positions on the grid exactly.
@@ -36,12 +38,17 @@ def make_pair(cls, games, **kwargs):
     return cls(games, backend="cuda", **common), cls(games, backend="torch", **common)
 
 
-def tag_params(agents, full, taggers=None):
+OPTIONS = {"own_state": dict(observe_own_state=True), "egocentric": dict(egocentric=True),
+           "both": dict(observe_own_state=True, egocentric=True)}
+"""The observation options, as ``tag_params`` keyword arguments."""
+
+
+def tag_params(agents, full, taggers=None, **options):
     taggers = taggers or max(1, agents // 10)
     params = dict(num_taggers=taggers, num_runners=agents - taggers, grid_length=10.0,
                   tagging_distance=0.05, use_full_observation=full, episode_length=40,
                   edge_hit_penalty=-0.1, step_penalty_for_tagger=-0.01,
-                  step_reward_for_runner=0.01)
+                  step_reward_for_runner=0.01, **options)
     if not full:
         params["num_other_agents_observed"] = min(10, agents - 1)
     return params
@@ -191,12 +198,17 @@ def test_tag_state_injection(games, agents, full, mode):
         compare_step(cuda, ref, random_actions(ref, gen), f"trial {trial} second step")
 
 
-@pytest.mark.parametrize(("games", "agents", "full", "steps"), [
-    (1, 2, True, 300), (256, 11, True, 120), (64, 11, False, 120), (20, 300, False, 60),
-    (8, 200, True, 30), (2000, 1000, False, 3), (1, 16384, False, 5),
+@pytest.mark.parametrize(("games", "agents", "full", "steps", "options"), [
+    (1, 2, True, 300, None), (256, 11, True, 120, None), (64, 11, False, 120, None),
+    (20, 300, False, 60, None), (8, 200, True, 30, None), (2000, 1000, False, 3, None),
+    (1, 16384, False, 5, None),
+    (1, 2, True, 300, "own_state"), (256, 11, True, 120, "both"),
+    (64, 11, False, 120, "egocentric"), (64, 11, False, 120, "both"),
+    (20, 300, False, 60, "both"), (8, 200, True, 30, "both"), (100, 105, False, 60, "both"),
 ])
-def test_tag_rollout_matches_reference(games, agents, full, steps):
-    params = tag_params(agents, full, taggers=16 if agents == 16384 else None)
+def test_tag_rollout_matches_reference(games, agents, full, steps, options):
+    params = tag_params(agents, full, taggers=16 if agents == 16384 else None,
+                        **OPTIONS.get(options, {}))
     params["episode_length"] = 25
     cuda, ref = make_pair(make_tag, games, **params)
     gen = torch.Generator(device="cuda").manual_seed(1)
@@ -206,6 +218,78 @@ def test_tag_rollout_matches_reference(games, agents, full, steps):
         out = compare_step(cuda, ref, random_actions(ref, gen), f"step {step}")
         ended += int((out[2] | out[3]).sum())
     assert steps < 25 or ended > 0
+
+
+OPTION_CASES = [  # games, agents, full, mode, options: both in every mode, each alone once
+    *[(g, a, full, mode, "both") for g, a in ((1, 2), (64, 11), (16, 105), (6, 300))
+      for full in (True, False) for mode in MODES],
+    *[(g, a, full, AutoresetMode.NEXT_STEP, alone) for g, a in ((64, 11), (16, 105))
+      for full in (True, False) for alone in ("own_state", "egocentric")]]
+
+
+@pytest.mark.parametrize(("games", "agents", "full", "mode", "options"), OPTION_CASES)
+def test_tag_options_state_injection(games, agents, full, mode, options):
+    """The ``_options`` kernels (one block a game through ``run()`` or, at 105 agents,
+    ``tag_step_*``; two blocks a game at 300) against the reference, as
+    ``test_tag_state_injection``: runners out of the game, crowds, resets, last steps."""
+    params = tag_params(agents, full, **OPTIONS[options])
+    cuda, ref = make_pair(make_tag, games, autoreset_mode=mode, **params)
+    assert cuda.backend._fn.name.endswith(tag_launch.OPTIONS_SUFFIX)
+    gen = torch.Generator(device="cuda").manual_seed(games * 7919 + agents + 1)
+    cuda.reset(seed=3)
+    ref.reset(seed=3)
+    for trial in range(4):
+        state = random_tag_state(ref, gen)
+        assert_same(cuda.set_state(state), ref.set_state(state), "set_state obs")
+        actions = random_actions(ref, gen, invalid=0.02 if trial % 2 else 0.0)
+        compare_step(cuda, ref, actions, f"trial {trial}")
+        compare_step(cuda, ref, random_actions(ref, gen), f"trial {trial} second step")
+
+
+def assert_bits(got, want, what):
+    """Equal bit for bit (floats through their int32 view: the signs of zeros count)."""
+    if got.dtype == torch.float32:
+        got, want = got.view(torch.int32), want.view(torch.int32)
+    mismatch = (got != want).nonzero()
+    assert mismatch.numel() == 0, f"{what}: {len(mismatch)} differ, first {mismatch[:3]}"
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize(("games", "agents", "full", "helpers", "packed"), [
+    (64, 11, True, "0", "1"), (64, 11, False, "0", "1"), (16, 105, False, "0", "1"),
+    (16, 105, True, "0", "1"), (6, 300, False, "0", "1"), (8, 105, False, "3", "1"),
+    (7, 33, False, "1", "1"), (2000, 5, False, "0", "32"), (40, 11, True, "0", "32")])
+def test_tag_options_observations_bit_for_bit(games, agents, full, helpers, packed, mode,
+                                              monkeypatch):
+    """The kernel's cos·Δx + sin·Δy, cos·Δy − sin·Δx (each product rounded) and own state
+    are the reference's bit for bit, signs of zeros included, in every launch form: an
+    observation of injected states (``observe()``'s launch), then the steps' observations
+    (one block a game, ``tag_step_*``, two blocks a game, scan helpers, packed games), whose
+    states must first be the same bits (their moves use cosf and sinf too)."""
+    monkeypatch.setenv(tag_launch.SCAN_HELPERS_VARIABLE, helpers)
+    monkeypatch.setenv(tag_launch.PACKED_VARIABLE, packed)
+    params = tag_params(agents, full, **OPTIONS["both"])
+    cuda, ref = make_pair(make_tag, games, autoreset_mode=mode, **params)
+    if helpers != "0":
+        assert cuda.backend._fn.name.endswith("_helpers" + tag_launch.OPTIONS_SUFFIX)
+    if packed != "1":
+        assert cuda.backend.games_per_step_block > 1
+    gen = torch.Generator(device="cuda").manual_seed(games + agents)
+    cuda.reset(seed=3)
+    ref.reset(seed=3)
+    for trial in range(3):
+        state = random_tag_state(ref, gen)
+        assert_bits(cuda.set_state(state), ref.set_state(state), f"trial {trial} set_state obs")
+        for step in range(3):
+            actions = random_actions(ref, gen)
+            out_c, out_r = cuda.step(actions), ref.step(actions)
+            label = f"trial {trial} step {step}"
+            state_c, state_r = cuda.get_state(), ref.get_state()
+            for key in state_r:
+                assert_bits(state_c[key], state_r[key], f"{label} state {key}")
+            assert_bits(out_c[0], out_r[0], f"{label} obs")
+            if "final_obs" in out_r[4]:
+                assert_bits(out_c[4]["final_obs"], out_r[4]["final_obs"], f"{label} final_obs")
 
 
 def test_tag_many_tags_and_determinism():
@@ -326,14 +410,16 @@ def test_envs_sharing_a_kernel_with_different_shared_memory_both_step(monkeypatc
     torch.cuda.synchronize()
 
 
-@pytest.mark.parametrize(("games", "agents", "full", "mode"), [
-    (1, 5, False, AutoresetMode.NEXT_STEP), (3, 16, True, AutoresetMode.SAME_STEP),
-    (40, 24, False, AutoresetMode.DISABLED)])
+@pytest.mark.parametrize(("games", "agents", "full", "mode", "options"), [
+    (1, 5, False, AutoresetMode.NEXT_STEP, None), (3, 16, True, AutoresetMode.SAME_STEP, None),
+    (40, 24, False, AutoresetMode.DISABLED, None), (1, 5, False, AutoresetMode.SAME_STEP, "both"),
+    (3, 16, True, AutoresetMode.NEXT_STEP, "both")])
 def test_one_game_a_warp_writes_its_rows_straight_with_the_staged_results(
-        monkeypatch, games, agents, full, mode):
+        monkeypatch, games, agents, full, mode, options):
     # Launches of one game a warp on few blocks write the observation rows straight to
     # global memory (tag_launch.stages_rows); staged, the same step gives the same bits.
-    params = tag_params(agents, full)
+    # (The options' kernels turn and extend the rows they wrote: in global memory here.)
+    params = tag_params(agents, full, **OPTIONS.get(options, {}))
     kwargs = dict(device="cuda", backend="cuda", autoreset_mode=mode, strict=False, **params)
     straight = make_tag(games, **kwargs)
     launch = GameLaunch(straight.backend.block, 1, num_games=games)

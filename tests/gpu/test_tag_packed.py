@@ -1,8 +1,9 @@
 """Tag's packed step (``step_one_block``'s packed form in cuda_src/tag.cu: ``32 // A`` games
 of ``A <= 16`` agents a block of one warp) against one game a block: the same observations,
 rewards, flags and state, bit for bit, over roll-outs with invalid actions and injected
-states, in every autoreset mode; and against the torch reference. ``$GPU_VECENV_TAG_PACKED``
-picks it per env (read when the backend is built)."""
+states, in every autoreset mode; and against the torch reference; with and without the
+observation options (``tag_step_packed_<suffix>_options``). ``$GPU_VECENV_TAG_PACKED`` picks it
+per env (read when the backend is built)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from gymnasium.vector import AutoresetMode
 from gpu_vecenv.envs import tag_launch
 from tests.gpu.test_tag_kernels import (
     MODES,
+    OPTIONS,
     assert_matches_reference,
     assert_same_rollouts,
     tag_params,
@@ -39,13 +41,17 @@ def _env(games, agents, k, mode, packed, monkeypatch, **extra):
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
-@pytest.mark.parametrize(("games", "agents", "k", "most"),
-                         [(*size, 32) for size in SIZES] + [(2000, 5, None, 3), (13, 8, 5, 3)])
-def test_packed_step_bit_for_bit_like_one_game_a_block(games, agents, k, most, mode,
+@pytest.mark.parametrize(("games", "agents", "k", "most", "options"),
+                         [(*size, 32, None) for size in SIZES]
+                         + [(2000, 5, None, 3, None), (13, 8, 5, 3, None)]
+                         + [(*size, 32, "both") for size in SIZES[:6]]
+                         + [(13, 8, 5, 3, "egocentric"), (9, 11, 0, 32, "own_state")])
+def test_packed_step_bit_for_bit_like_one_game_a_block(games, agents, k, most, options, mode,
                                                        monkeypatch):
     """``most``: the most games a block (32: as many as fit, ``32 // A``)."""
-    on = _env(games, agents, k, mode, str(most), monkeypatch)
-    off = _env(games, agents, k, mode, "1", monkeypatch)
+    extra = OPTIONS.get(options, {})
+    on = _env(games, agents, k, mode, str(most), monkeypatch, **extra)
+    off = _env(games, agents, k, mode, "1", monkeypatch, **extra)
     per_block = min(most, 32 // agents, games)
     assert on.backend.games_per_step_block == per_block
     assert on.backend._step_grid[0] == math.ceil(games / per_block)
@@ -53,11 +59,14 @@ def test_packed_step_bit_for_bit_like_one_game_a_block(games, agents, k, most, m
     assert_same_rollouts(on, off, seed=games * 131 + agents)
 
 
-@pytest.mark.parametrize(("games", "agents", "k"), [(2000, 5, None), (7, 16, 0), (31, 3, 2)])
-def test_packed_step_matches_the_torch_reference(games, agents, k, monkeypatch):
-    cuda = _env(games, agents, k, AutoresetMode.NEXT_STEP, "32", monkeypatch)
+@pytest.mark.parametrize(("games", "agents", "k", "options"), [
+    (2000, 5, None, None), (7, 16, 0, None), (31, 3, 2, None), (2000, 5, None, "both"),
+    (7, 16, 0, "both"), (31, 3, 2, "egocentric"), (13, 16, 10, "own_state")])
+def test_packed_step_matches_the_torch_reference(games, agents, k, options, monkeypatch):
+    extra = OPTIONS.get(options, {})
+    cuda = _env(games, agents, k, AutoresetMode.NEXT_STEP, "32", monkeypatch, **extra)
     assert cuda.backend.games_per_step_block > 1
-    params = tag_params(agents, full=k == 0)
+    params = tag_params(agents, full=k == 0, **extra)
     params["episode_length"] = 25
     if k:
         params["num_other_agents_observed"] = k

@@ -2,7 +2,9 @@
 per game (all phases in one launch, shared-memory tiles between barriers) and several
 blocks per game (one launch per phase), every autoreset mode, both observation modes, one
 to three scan helpers per agent, and the packed step (several games of up to 16 agents a
-warp: 3 x 11 and 7 x 5)."""
+warp: 3 x 11 and 7 x 5); each again with the observation options (own state, egocentric:
+the _options kernels, whose scan helpers read their agent's cosine and sine from shared
+memory), the packed step forced (GPU_VECENV_TAG_PACKED=32)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,28 @@ for mode in ("next_step", "same_step", "disabled"):
         env = make_tag(2, device="cuda", backend="cuda", autoreset_mode=mode,
                        num_taggers=3, num_runners=30, use_full_observation=False,
                        num_other_agents_observed=7, tagging_distance=0.3, episode_length=6)
+        os.environ.pop("GPU_VECENV_TAG_SCAN_HELPERS")
+        env.reset(seed=0)
+        for _ in range(8):
+            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
+    options = dict(observe_own_state=True, egocentric=True)
+    os.environ["GPU_VECENV_TAG_PACKED"] = "32"
+    for games, agents, full in ((3, 11, True), (7, 5, False), (2, 40, False), (2, 300, False)):
+        kw = dict(num_taggers=3, num_runners=agents - 3, use_full_observation=full,
+                  tagging_distance=0.3, episode_length=6, **options)
+        if not full:
+            kw["num_other_agents_observed"] = min(5, agents - 1)
+        env = make_tag(games, device="cuda", backend="cuda", autoreset_mode=mode, **kw)
+        env.reset(seed=0)
+        for _ in range(8):
+            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
+    os.environ.pop("GPU_VECENV_TAG_PACKED")
+    for helpers in ("1", "3"):
+        os.environ["GPU_VECENV_TAG_SCAN_HELPERS"] = helpers
+        env = make_tag(2, device="cuda", backend="cuda", autoreset_mode=mode,
+                       num_taggers=3, num_runners=30, use_full_observation=False,
+                       num_other_agents_observed=7, tagging_distance=0.3, episode_length=6,
+                       **options)
         os.environ.pop("GPU_VECENV_TAG_SCAN_HELPERS")
         env.reset(seed=0)
         for _ in range(8):

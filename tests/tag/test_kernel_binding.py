@@ -60,13 +60,13 @@ def test_the_table_the_kernel_file_exports_matches_the_binding(name, tmp_path):
 
 def test_a_mismatch_fails_with_both_field_lists():
     layout = tag.KERNEL_BINDING.expected_layout()
-    assert len(layout.split(";")) == 31 and layout.startswith("int num_agents;")
+    assert len(layout.split(";")) == 33 and layout.startswith("int num_agents;")
     exported = layout.replace("float two_pi;float half_pi;", "float half_pi;float two_pi;")
-    with pytest.raises(RuntimeError, match=r"differ at field 17: the kernel file declares "
+    with pytest.raises(RuntimeError, match=r"differ at field 19: the kernel file declares "
                                            r"'float half_pi', the binding packs "
                                            r"'float two_pi'") as caught:
         check_consts_layout("tag", tag.KERNEL_BINDING, exported.encode() + b"\0")
-    assert "cuda_src/tag.cu (30 fields)" in str(caught.value)
+    assert "cuda_src/tag.cu (32 fields)" in str(caught.value)
 
 
 def test_layout_facts_come_from_the_kernel_sources():
@@ -138,13 +138,16 @@ def test_scan_helpers_only_where_the_kernel_has_them(monkeypatch):
 
 def test_one_block_step_entries_exist_and_are_chosen_for_large_games():
     """``tag.cu`` defines ``tag_step_<suffix>`` (``TAG_KERNELS``) for every kernel but the
-    scan helpers'; games of at least ``ONE_BLOCK_STEP_MIN_AGENTS`` agents step through it,
-    smaller ones and the helpers' kernels through ``tag_run_<suffix>``."""
+    scan helpers' (``TAG_HELPERS_KERNELS``), each also as an ``_options`` twin; games of at
+    least ``ONE_BLOCK_STEP_MIN_AGENTS`` agents step through it, smaller ones and the
+    helpers' kernels through ``tag_run_<suffix>``."""
     text = (CUDA_SRC / "tag.cu").read_text()
     with_step = set(re.findall(r"^TAG_KERNELS\((\w+),", text, re.M))
-    without = set(re.findall(r"^TAG_KERNEL\((\w+),", text, re.M))
+    without = set(re.findall(r"^TAG_HELPERS_KERNELS\((\w+),", text, re.M))
     suffixes = {k.removeprefix("tag_run_") for k in tag.KERNELS}
-    assert with_step | without == suffixes and not with_step & without
+    options = tag_launch.OPTIONS_SUFFIX
+    assert {s + options for s in with_step | without} | with_step | without == suffixes
+    assert not with_step & without and len(suffixes) == 2 * len(with_step | without) == 30
     assert without == {s for s in suffixes if s.endswith("_helpers")}
     large = tag.TagParams(num_taggers=5, num_runners=100, use_full_observation=False,
                           num_other_agents_observed=10)
@@ -157,3 +160,61 @@ def test_one_block_step_entries_exist_and_are_chosen_for_large_games():
     assert step(edge, "tag_run_full") == "tag_step_full"
     assert step(small, "tag_run_k4") is None
     assert step(large, "tag_run_k10_helpers") is None
+    assert step(large, "tag_run_k10_options") == "tag_step_k10_options"
+    assert step(large, "tag_run_k10_helpers_options") is None
+
+
+def test_the_options_have_kernels_of_their_own(monkeypatch):
+    """``observe_own_state`` and ``egocentric`` launch the ``_options`` twin of the kernel
+    the params would launch without them (built with ``-DTAG_ONLY_OPTIONS``), its step
+    and packed entries too; the kernels without the options carry none of their code."""
+    import torch
+
+    cpu = torch.device("cpu")
+    options = tag_launch.OPTIONS_SUFFIX
+    plain = dict(num_taggers=10, num_runners=95, use_full_observation=False,
+                 num_other_agents_observed=10)
+    monkeypatch.setenv(tag_launch.SCAN_HELPERS_VARIABLE, "3")  # no GPU asked
+    name = tag.KERNEL_BINDING.kernel_name
+    assert name(tag.TagParams(**plain), 100, cpu) == "tag_run_k10_helpers"
+    assert name(tag.TagParams(), 100, cpu) == "tag_run_full"
+    for own_state, egocentric in ((True, False), (False, True), (True, True)):
+        flags = dict(observe_own_state=own_state, egocentric=egocentric)
+        params = tag.TagParams(**plain, **flags)
+        assert name(params, 100, cpu) == "tag_run_k10_helpers" + options
+        assert name(tag.TagParams(**flags), 100, cpu) == "tag_run_full" + options
+        assert tag.check_kernel_params(params) is None  # no longer refused
+    for base in ("tag_run_full", "tag_run_k10", "tag_run_k10_wide", "tag_run_k10_helpers"):
+        assert base in tag.KERNELS and base + options in tag.KERNELS
+        assert tag.kernel_flags(base + options) == (*tag.kernel_flags(base), "-DTAG_ONLY_OPTIONS")
+    assert tag.kernel_flags("tag_run_k10_wide") == ("-DTAG_ONLY", "-DTAG_ONLY_k10_wide")
+    monkeypatch.setenv(tag_launch.PACKED_VARIABLE, "4")
+    small = tag.TagParams(num_taggers=1, num_runners=4, use_full_observation=False,
+                          num_other_agents_observed=4, observe_own_state=True)
+    packed = tag_launch.packed_step_kernel
+    assert packed(small, "tag_run_k4" + options, 100, cpu) == ("tag_step_packed_k4" + options, 4)
+    assert packed(small, "tag_run_k4", 100, cpu) == ("tag_step_packed_k4", 4)
+    assert packed(small, "tag_run_k32" + options, 100, cpu) is None
+    base = tag.TagParams(**plain)
+    assert tag.TagParams(**plain, egocentric=True).obs_dim == base.obs_dim
+    assert tag.TagParams(**plain, observe_own_state=True).obs_dim == (
+        base.obs_dim + int_constant("tag_layout.cuh", "kTagOwnStateFeatures"))
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("kernel", ["tag_run_k4", "tag_run_k4_options",
+                                    "tag_run_k4_helpers_options"])
+def test_a_kernels_flags_build_the_entries_its_launches_name(kernel, tmp_path):
+    """The module ``flags_for(kernel)`` builds holds the kernel, the step and packed entries
+    the launch rules name for it, and nothing else (PTX of nvcc: seconds, not the cubin)."""
+    ptx = tmp_path / "tag.ptx"
+    command = build_command(find_nvcc(), CUDA_SRC / "tag.cu", ptx, (9, 0),
+                            tag.KERNEL_BINDING.flags_for(kernel))
+    command[command.index("-cubin")] = "-ptx"
+    subprocess.run(command, check=True, capture_output=True)
+    entries = set(re.findall(r"^\.visible \.entry (\w+)\(", ptx.read_text(), re.M))
+    large = tag.TagParams(num_taggers=5, num_runners=100)
+    want = {kernel, tag_launch.one_block_step_kernel(large, kernel)} - {None}
+    if kernel.removesuffix(tag_launch.OPTIONS_SUFFIX) in tag_launch.PACKED_KERNELS:
+        want.add("tag_step_packed_" + kernel.removeprefix("tag_run_"))
+    assert entries == want

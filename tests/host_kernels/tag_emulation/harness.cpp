@@ -10,7 +10,10 @@
 // grid of whole numbers, and about half of them keep still (actions 0, 0), so many
 // distances are equal. Built with -DEMU_PACKED (a tag.cu with tag_step_packed_*), `packed` =
 // n > 1 runs each step as the packed step (n <= 32 / A games a 32-thread block, A <= 16), as
-// cuda_backend.py launches it; reset() and observe() stay one game a block.
+// cuda_backend.py launches it; reset() and observe() stay one game a block. Built with
+// -DEMU_OPTIONS (a tag.cu with the *_options kernels, built with -DTAG_ONLY_OPTIONS
+// -DTAG_ONLY_PLAIN), `own_state` = 1 and `egocentric` = 1 launch those with
+// observe_own_state and egocentric.
 #include "shim.h"
 
 #ifndef EMU_TILE_BYTES
@@ -45,7 +48,7 @@ static void launch(Kernel k, int grid, int block, const TagConsts& c, const TagS
 
 int main(int argc, char** argv) {
   // args: G A T K(0 full) mode steps seed staged exits invalid_rate phased block_cap out
-  //       [helpers [ties [packed]]]
+  //       [helpers [ties [packed [own_state [egocentric]]]]]
   int G = atoi(argv[1]), A = atoi(argv[2]), T = atoi(argv[3]), K = atoi(argv[4]);
   int mode = atoi(argv[5]), steps = atoi(argv[6]), seed = atoi(argv[7]), staged = atoi(argv[8]);
   int exits = atoi(argv[9]); double invalid_rate = atof(argv[10]);
@@ -54,6 +57,9 @@ int main(int argc, char** argv) {
   const char* out = argv[13];
   const int helpers = argc > 14 ? atoi(argv[14]) : 0, ties = argc > 15 ? atoi(argv[15]) : 0;
   const int packed = argc > 16 ? atoi(argv[16]) : 0;
+  const int own_state = argc > 17 ? atoi(argv[17]) : 0;
+  const int egocentric = argc > 18 ? atoi(argv[18]) : 0;
+  const bool options = own_state || egocentric;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> U(0.0f, 1.0f);
   TagConsts c{};
@@ -66,6 +72,16 @@ int main(int argc, char** argv) {
   c.half_pi = 1.5707964f; c.edge_hit_penalty = -0.1f; c.step_tagger = -0.01f;
   c.step_runner = 0.01f; c.tag_reward = 10.0f; c.tag_penalty = -10.0f; c.end_reward = 1.0f;
   c.episode_length_f = 6.0f;
+  if (options) {
+#ifdef EMU_OPTIONS
+    c.own_state = own_state;
+    c.egocentric = egocentric;
+    c.obs_dim += own_state ? kTagOwnStateFeatures : 0;
+#else
+    fprintf(stderr, "built without EMU_OPTIONS\n");
+    return 2;
+#endif
+  }
   const int N = G * A, D = c.obs_dim;
   int block = 32 * ((A + 31) / 32); if (block > block_cap) block = block_cap;
   if (helpers) {
@@ -129,12 +145,24 @@ int main(int argc, char** argv) {
   if (helpers) base += (helpers + 1) * A * c.num_observed * 8;  // the parts' lists
   emu_smem_bytes = staged ? base + block * (D | 1) * 4 : base;
   Kernel k = K == 0 ? tag_run_full : (K <= 4 ? tag_run_k4 : tag_run_k10);
+#ifdef EMU_OPTIONS
+  if (options) k = K == 0 ? tag_run_full_options : (K <= 4 ? tag_run_k4_options : tag_run_k10_options);
+#endif
   Kernel step_kernel = k;
 #ifdef EMU_PACKED
   if (packed) step_kernel = K == 0 ? tag_step_packed_full : (K <= 4 ? tag_step_packed_k4 : tag_step_packed_k10);
+#ifdef EMU_OPTIONS
+  if (packed && options) {
+    step_kernel = K == 0 ? tag_step_packed_full_options
+                         : (K <= 4 ? tag_step_packed_k4_options : tag_step_packed_k10_options);
+  }
+#endif
 #endif
 #ifdef EMU_SCAN_HELPERS
   if (helpers) k = K <= 4 ? tag_run_k4_helpers : tag_run_k10_helpers;
+#ifdef EMU_OPTIONS
+  if (helpers && options) k = K <= 4 ? tag_run_k4_helpers_options : tag_run_k10_helpers_options;
+#endif
 #endif
   FILE* f = fopen(out, "wb");
   auto dump = [&]() {

@@ -20,56 +20,45 @@ SCRIPT = """
 import os
 import torch
 from tests.tag.makers import make_tag, make_tag_grid
+
+def play(env, actions=3, dims=(2,)):
+    env.reset(seed=0)
+    for _ in range(8):
+        env.step(torch.randint(0, actions, (env.num_envs, *dims), device="cuda"))
+    return env
+
+def tag(games, mode, **kw):
+    return make_tag(games, device="cuda", backend="cuda", autoreset_mode=mode,
+                    tagging_distance=0.3, episode_length=6, **kw)
+
 for mode in ("next_step", "same_step", "disabled"):
-    for games, agents, full in ((3, 11, True), (7, 5, False), (2, 40, False), (2, 300, False)):
-        kw = dict(num_taggers=3, num_runners=agents - 3, use_full_observation=full,
-                  tagging_distance=0.3, episode_length=6)
-        if not full:
-            kw["num_other_agents_observed"] = min(5, agents - 1)
-        env = make_tag(games, device="cuda", backend="cuda", autoreset_mode=mode, **kw)
-        env.reset(seed=0)
-        for _ in range(8):
-            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
-        env.reset(options={"reset_mask": torch.tensor([True] + [False] * (games - 1),
-                                                      device="cuda")})
-    for helpers in ("1", "2", "3"):  # scan helpers per agent (auto gives 2 x 40 three)
-        os.environ["GPU_VECENV_TAG_SCAN_HELPERS"] = helpers
-        env = make_tag(2, device="cuda", backend="cuda", autoreset_mode=mode,
-                       num_taggers=3, num_runners=30, use_full_observation=False,
-                       num_other_agents_observed=7, tagging_distance=0.3, episode_length=6)
-        os.environ.pop("GPU_VECENV_TAG_SCAN_HELPERS")
-        env.reset(seed=0)
-        for _ in range(8):
-            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
-    options = dict(observe_own_state=True, egocentric=True)
-    os.environ["GPU_VECENV_TAG_PACKED"] = "32"
-    for games, agents, full in ((3, 11, True), (7, 5, False), (2, 40, False), (2, 300, False)):
-        kw = dict(num_taggers=3, num_runners=agents - 3, use_full_observation=full,
-                  tagging_distance=0.3, episode_length=6, **options)
-        if not full:
-            kw["num_other_agents_observed"] = min(5, agents - 1)
-        env = make_tag(games, device="cuda", backend="cuda", autoreset_mode=mode, **kw)
-        env.reset(seed=0)
-        for _ in range(8):
-            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
-    os.environ.pop("GPU_VECENV_TAG_PACKED")
-    for helpers in ("1", "3"):
-        os.environ["GPU_VECENV_TAG_SCAN_HELPERS"] = helpers
-        env = make_tag(2, device="cuda", backend="cuda", autoreset_mode=mode,
-                       num_taggers=3, num_runners=30, use_full_observation=False,
-                       num_other_agents_observed=7, tagging_distance=0.3, episode_length=6,
-                       **options)
-        os.environ.pop("GPU_VECENV_TAG_SCAN_HELPERS")
-        env.reset(seed=0)
-        for _ in range(8):
-            env.step(torch.randint(0, 3, (env.num_envs, 2), device="cuda"))
+    # plain kernels, then the _options twins with the packed step forced
+    for options, packed, helper_counts in (({}, None, ("1", "2", "3")),
+                                           (dict(observe_own_state=True, egocentric=True),
+                                            "32", ("1", "3"))):
+        if packed:
+            os.environ["GPU_VECENV_TAG_PACKED"] = packed
+        for games, agents, full in ((3, 11, True), (7, 5, False), (2, 40, False),
+                                    (2, 300, False)):
+            kw = dict(num_taggers=3, num_runners=agents - 3, use_full_observation=full,
+                      **options)
+            if not full:
+                kw["num_other_agents_observed"] = min(5, agents - 1)
+            env = play(tag(games, mode, **kw))
+            if not options:
+                env.reset(options={"reset_mask": torch.tensor(
+                    [True] + [False] * (games - 1), device="cuda")})
+        os.environ.pop("GPU_VECENV_TAG_PACKED", None)
+        for helpers in helper_counts:  # scan helpers per agent (auto gives 2 x 40 three)
+            os.environ["GPU_VECENV_TAG_SCAN_HELPERS"] = helpers
+            env = tag(2, mode, num_taggers=3, num_runners=30, use_full_observation=False,
+                      num_other_agents_observed=7, **options)
+            os.environ.pop("GPU_VECENV_TAG_SCAN_HELPERS")
+            play(env)
     for games, agents in ((3, 5), (2, 300)):
-        env = make_tag_grid(games, device="cuda", backend="cuda", autoreset_mode=mode,
-                            num_taggers=agents - 1, grid_length=3, episode_length=5,
-                            random_start=True)
-        env.reset(seed=0)
-        for _ in range(8):
-            env.step(torch.randint(0, 5, (env.num_envs,), device="cuda"))
+        play(make_tag_grid(games, device="cuda", backend="cuda", autoreset_mode=mode,
+                           num_taggers=agents - 1, grid_length=3, episode_length=5,
+                           random_start=True), actions=5, dims=())
 torch.cuda.synchronize()
 print("sanitized run done")
 """

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 RECENT_EPISODES = 100
 """Finished episodes (at least) that the mean return of the threshold is taken over."""
@@ -190,3 +191,30 @@ class InterruptRequest:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous = {}
+
+
+def check_with_evaluation(config, groups: list, thresholds: dict[str, float],
+                          device, rank: int = 0
+                          ) -> tuple[bool, dict[str, float], dict[str, Any]]:
+    """``trainer.stop_check_episodes``: play that many episodes of the deterministic
+    policy, the evaluation after training, now (rank 0 plays, every rank gets its result),
+    and whether each policy's mean return (per agent, with several) reaches its threshold.
+    Changes no state of the run: the evaluation has its own env and seed, and the RNG
+    states are restored after it. Returns ``(passed, returns by policy, evaluation)``."""
+    import torch
+
+    from gpu_vecenv.train import distributed
+    from gpu_vecenv.train.evaluation import evaluate
+
+    evaluation = None
+    if rank == 0:
+        cuda = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            evaluation = evaluate(config, groups, config.trainer.stop_check_episodes, device)
+    evaluation = distributed.broadcast_object(evaluation)
+    single = len(groups) == 1
+    returns = {name: evaluation["mean_return"] if single
+               else evaluation["policies"][name]["mean_return_per_agent"]
+               for name in thresholds}
+    passed = all(returns[name] >= threshold for name, threshold in thresholds.items())
+    return passed, returns, evaluation

@@ -46,16 +46,16 @@ from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
 from gpu_vecenv.train.logger import IterationTimer, MetricsWriter, NoMetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
 from gpu_vecenv.train.progress import Progress
-from gpu_vecenv.train.shipped_configs import cpu_config_for
 from gpu_vecenv.train.stop_agreement import StopAgreement, wait_for_device
 from gpu_vecenv.train.stopping import (
     InterruptRequest,
     ReturnWindow,
     TrainingInterrupted,
+    check_with_evaluation,
     threshold_reached,
     thresholds_by_policy,
 )
-from gpu_vecenv.train.training_env import make_env, trainer_device
+from gpu_vecenv.train.training_env import cpu_size_warning, make_env, trainer_device
 
 CPU_SLOTS_WARNING = 4096
 """Vector slots from which a run on the CPU gets a warning: a GPU-sized config there
@@ -177,21 +177,9 @@ class Trainer:
             warnings.warn(size_warning, stacklevel=2)
 
     def _cpu_size_warning(self) -> str | None:
-        t = self.config.trainer
         if self.device.type != "cpu" or self.num_slots < CPU_SLOTS_WARNING:
             return None
-        agents = self.num_slots // t.num_envs
-        layout = f": {t.num_envs:,} games x {agents} agents" if agents > 1 else ""
-        message = (f"this config is sized for a GPU ({self.num_slots:,} vector slots{layout}, "
-                   f"{self.batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
-                   f"on the CPU: expect hours")
-        cpu_config = cpu_config_for(t.env)
-        if cpu_config is not None:
-            name, reached = cpu_config
-            return (f"{message} before its policies beat random play; for a CPU, the "
-                    f"shipped `gpu-vecenv train {name}`: {reached}")
-        return (f"{message}; for a CPU try num_envs {max(1, 1024 // agents)} and fewer "
-                f"total_steps (--num-envs, --total-steps)")
+        return cpu_size_warning(self.config, self.num_slots, self.batch)
 
     @property
     def finished(self) -> str | None:
@@ -366,28 +354,14 @@ class Trainer:
         return None
 
     def _stop_check(self, row: dict[str, Any]) -> bool:
-        """``trainer.stop_check_episodes``: the deterministic policy's mean return over
-        that many episodes (the evaluation after training, played now; rank 0 plays, every
-        rank gets its result) reaches every threshold. Adds ``stop_check_return`` (per
-        policy: ``<name>/stop_check_return``) to ``row``. Changes no state of the run: the
-        evaluation has its own env and seed, and the RNG states are restored after it."""
-        from gpu_vecenv.train.evaluation import evaluate
-
-        t = self.config.trainer
-        evaluation = None
-        if self.rank == 0:
-            cuda = [self.device] if self.device.type == "cuda" else []
-            with torch.random.fork_rng(devices=cuda):
-                evaluation = evaluate(self.config, self.groups, t.stop_check_episodes,
-                                      self.device)
-        evaluation = distributed.broadcast_object(evaluation)
+        """``trainer.stop_check_episodes`` (:func:`~.stopping.check_with_evaluation`): the
+        deterministic policy's mean return reaches every threshold. Adds
+        ``stop_check_return`` (per policy: ``<name>/stop_check_return``) to ``row``."""
+        passed, returns, evaluation = check_with_evaluation(
+            self.config, self.groups, self.return_thresholds, self.device, self.rank)
         single = len(self.groups) == 1
-        returns = {name: evaluation["mean_return"] if single
-                   else evaluation["policies"][name]["mean_return_per_agent"]
-                   for name in self.return_thresholds}
         for name, value in returns.items():
             row[("" if single else f"{name}/") + "stop_check_return"] = value
-        passed = all(returns[n] >= threshold for n, threshold in self.return_thresholds.items())
         self.stop_check = {"step": self.global_step, "thresholds": dict(self.return_thresholds),
                            "returns": returns, "passed": passed, "evaluation": evaluation}
         return passed

@@ -11,6 +11,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.train.config import Config
+from gpu_vecenv.train.shipped_configs import cpu_config_for
 
 
 def trainer_device(setting: str) -> torch.device:
@@ -45,3 +46,22 @@ def make_env(config: Config, device: torch.device, num_envs: int | None = None, 
     return make_vec(t.env, num_envs or t.num_envs, device=device, backend=t.backend,
                     autoreset_mode=AutoresetMode.SAME_STEP, copy=False,
                     **t.env_kwargs, **kwargs)
+
+
+def cpu_size_warning(config: Config, num_slots: int, batch: int) -> str:
+    """What a run of a GPU-sized config on the CPU is told: its size, that it takes hours,
+    and what to run instead (the env's shipped CPU config with what it reached there,
+    :data:`~.shipped_configs.CPU_SIZED`, else smaller sizes)."""
+    t = config.trainer
+    agents = num_slots // t.num_envs
+    layout = f": {t.num_envs:,} games x {agents} agents" if agents > 1 else ""
+    message = (f"this config is sized for a GPU ({num_slots:,} vector slots{layout}, "
+               f"{batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
+               f"on the CPU: expect hours")
+    cpu_config = cpu_config_for(t.env)
+    if cpu_config is not None:
+        name, reached = cpu_config
+        return (f"{message} before its policies beat random play; for a CPU, the "
+                f"shipped `gpu-vecenv train {name}`: {reached}")
+    return (f"{message}; for a CPU try num_envs {max(1, 1024 // agents)} and fewer "
+            f"total_steps (--num-envs, --total-steps)")

@@ -61,11 +61,20 @@ def emulated_tag(tmp_path_factory) -> Path:
     return exe
 
 
-@pytest.mark.parametrize("options", ["plain", "own_state_egocentric", "egocentric"])
-@pytest.mark.parametrize("mode", [0, 1, 2], ids=["next_step", "same_step", "disabled"])
-@pytest.mark.parametrize("staged", [0, 1], ids=["unstaged", "staged"])
+MODES = {"next_step": 0, "same_step": 1, "disabled": 2}
+ONE_LAUNCH = [(staged, mode, "plain") for staged in (0, 1) for mode in MODES] + [
+    # the options' writers in every mode and both row sources, without every combination
+    # (each case plays four games of up to 70 agents twice: 8-30 s on 2 cores)
+    (0, "next_step", "own_state_egocentric"), (1, "same_step", "own_state_egocentric"),
+    (0, "disabled", "own_state_egocentric"), (1, "next_step", "egocentric")]
+
+
+@pytest.mark.parametrize(("staged", "mode", "options"), ONE_LAUNCH,
+                         ids=[f"{'staged' if s else 'unstaged'}-{m}-{o}"
+                              for s, m, o in ONE_LAUNCH])
 def test_one_launch_step_equals_phase_per_launch(emulated_tag, tmp_path, mode, staged,
                                                  options):
+    mode = MODES[mode]
     for n, (games, agents, taggers, k) in enumerate(CONFIGS):
         exits = n % 2
         outputs = []
@@ -130,10 +139,13 @@ PACKED = [  # games, agents, taggers, K (0: full observation), mode, staged, tie
     (10, 4, 1, 3, 1, 1, 0, 5)]    # 12 idle threads
 
 
-@pytest.mark.parametrize("options", ["plain", "own_state_egocentric"])
+PACKED_CASES = [(*case, exits, options) for n, case in enumerate(PACKED) for exits in (0, 1)
+                for options in ("plain", "own_state_egocentric")
+                if options == "plain" or exits == n % 2]  # the options: one of the two
+
+
 @pytest.mark.parametrize(("games", "agents", "taggers", "k", "mode", "staged", "ties",
-                          "per_block"), PACKED)
-@pytest.mark.parametrize("exits", [0, 1], ids=["stay", "exit"])
+                          "per_block", "exits", "options"), PACKED_CASES)
 def test_packed_step_changes_nothing(emulated_tag, tmp_path, games, agents, taggers, k, mode,
                                      staged, ties, per_block, exits, options):
     """The packed step (``per_block`` games a block of one warp, each game's reductions a

@@ -176,11 +176,12 @@ def test_a_failed_stop_check_trains_on_exactly_as_without_a_threshold(tmp_path, 
     """Each row whose training mean reaches the threshold plays the check; failing, the run
     goes on, and its rows (the check's own column aside) equal a run without a threshold,
     bit for bit: the check's evaluation changes no RNG, weight or env of the run."""
-    full = Trainer(_cartpole(tmp_path / "full")).run()
+    rows_of = {"log_interval": 4, "total_steps": 8_192}  # fewer rows: fewer checks
+    full = Trainer(_cartpole(tmp_path / "full", **rows_of)).run()
     solved_at = _first_row_solved(full.metrics, 40.0)
     calls = _wrap_evaluate(monkeypatch, passes=lambda call: False)
-    result = Trainer(_cartpole(tmp_path / "check", stop_at_return=40,
-                               stop_check_episodes=3)).run()
+    result = Trainer(_cartpole(tmp_path / "check", stop_at_return=40, stop_check_episodes=3,
+                               **rows_of)).run()
     assert result.stopped == "total_steps" and result.global_step == full.global_step
     assert _losses(result.metrics) == _losses(full.metrics)
     checked = [r for r in result.metrics if "stop_check_return" in r]

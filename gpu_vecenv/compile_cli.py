@@ -71,7 +71,7 @@ def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
     from gpu_vecenv.train.config import PPOConfig
     from gpu_vecenv.train.config_loading import load_config
     from gpu_vecenv.train.distributions import ActionSpec
-    from gpu_vecenv.train.policies import slot_assignment
+    from gpu_vecenv.train.policies import agent_roles, slot_assignment
     from gpu_vecenv.train.ppo_mlp_kernels import SOURCE, choose_tile, compile_flags, shared_limit_of
     from gpu_vecenv.train.shipped_configs import shipped_config_paths
 
@@ -84,10 +84,9 @@ def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
         env = make_vec(t.env, 1, device="cpu", backend="torch", **t.env_kwargs)
         obs_dim = int(env.single_observation_space.shape[0])
         spec = ActionSpec.from_space(env.single_action_space)
-        assignment = slot_assignment(config, env)
         # A multi-agent env's policies train on torch ops: the kernels do not mask idle slots.
-        multi_agent = assignment.get("default", []) is not None
-        for name in assignment:
+        multi_agent = agent_roles(env) is not None
+        for name in slot_assignment(config, env):
             c = config.policy_config(name)
             if not isinstance(c, PPOConfig) or t.fused_kernels is False or multi_agent:
                 continue

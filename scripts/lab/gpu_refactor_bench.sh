@@ -2,7 +2,7 @@
 # This tree against an earlier commit, same toolchain, one call on one GPU: what a change
 # that should not move any figure (a refactor) did to them.
 # - before: a `git archive` of the earlier commit in .bench-before/ (carried); after: this
-#   tree. Each side runs in its own editable install and kernel cache.
+#   tree. Each side runs from its own tree (PYTHONPATH) and kernel cache.
 # - GPU-bound points (CartPole/Pendulum at 1M-4M envs, Tag's large cases) and the PPO
 #   trainer once per side; host-bound points (1-16,384 envs, Tag's small cases) in ROUNDS
 #   alternating rounds (host timings on this VM drift by tens of percent between runs);
@@ -12,9 +12,14 @@
 out="$(realpath -m "${1:-gpu_refactor_bench}")"
 mkdir -p "$out"
 here="$PWD"
-use() {  # $1 = before | after
+use() {  # $1 = before | after: the side's tree first on sys.path (the installed package,
+  # which other processes on the machine may be using, stays as it is)
   if [ "$1" = before ]; then tree=.bench-before; else tree=.; fi
-  python3 -m pip install -q --no-deps --no-build-isolation -e "$tree" || exit 1
+  # the installed layout maps gpu_vecenv.cuda_src to cuda_src/; a link gives the side's tree
+  # the same (else the installed tree's kernels would be found)
+  [ "$tree" = . ] || [ -e "$tree/gpu_vecenv/cuda_src" ] || ln -s ../cuda_src "$tree/gpu_vecenv/cuda_src"
+  export PYTHONPATH="$here/$tree"
+  echo "$1: $(cd "$tree" && python3 -c 'import gpu_vecenv.backends.compiler as c; print(c.CUDA_SRC)')"
   export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_$1
 }
 source "$here/scripts/lab/bench_sides.sh"  # run, classic, tag

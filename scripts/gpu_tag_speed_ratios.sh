@@ -29,7 +29,8 @@ one_config() {  # $1 = config name; logs to $out/$1/summary.txt
     --set trainer.checkpoint_interval="${CHECKPOINT_INTERVAL:-100}" > "$dir/train.log" 2>&1
   echo "train exit status $?" | tee -a "$log"
   tail -4 "$dir/train.log" | tee -a "$log"
-  echo "wall from start to exit: $(echo "$(date +%s.%N) - $start" | bc) s" | tee -a "$log"
+  echo "wall from start to exit: $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s" \
+    | tee -a "$log"
   cp "$run/metrics.jsonl" "$run/config.yaml" "$dir/" 2>/dev/null
   echo "== eval: $name, 2x2 against random play" | tee -a "$log"
   timeout 300 gpu-vecenv eval "$run" --vs-random --stochastic --seed 0 \

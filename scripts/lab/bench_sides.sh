@@ -8,7 +8,8 @@ classic() {  # side, sizes, suffix: CartPole and Pendulum on the kernels
     --sizes "$2" --repeats 3 --json "$out/bench_$1$3.json" > "$out/bench_$1$3.log" 2>&1 \
     || echo "bench $1$3 failed"
 }
-tag() {  # side, cases, suffix: scripts/bench_tag.py cases
-  run python3 "$here/scripts/bench_tag.py" --case "$2" --json "$out/bench_tag_$1$3.json" \
+tag() {  # side, cases, suffix: the side's own scripts/bench_tag.py (it reads that side's
+  # kernel headers)
+  run python3 scripts/bench_tag.py --case "$2" --json "$out/bench_tag_$1$3.json" \
     > "$out/bench_tag_$1$3.log" 2>&1 || echo "bench_tag $1$3 failed"
 }

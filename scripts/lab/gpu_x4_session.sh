@@ -47,7 +47,7 @@ start)
   ;;
 tests)
   echo "== GPU suite and sanitizers on GPU 0"
-  CUDA_VISIBLE_DEVICES=0 WORKERS=12 TEST_TIMEOUT=280 SANITIZE_TIMEOUT=120 \
+  CUDA_VISIBLE_DEVICES=0 WORKERS=12 TEST_TIMEOUT=400 SANITIZE_TIMEOUT=120 \
     bash scripts/lab/gpu_tests.sh "$x4/gpu_tests"
   echo "== refactor bench on GPU 0 ($SECONDS s)"
   CUDA_VISIBLE_DEVICES=0 ROUNDS=1 timeout "$(left 560)" \

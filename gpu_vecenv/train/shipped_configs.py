@@ -29,6 +29,15 @@ CPU_SIZED: dict[str, str] = {
 """The shipped configs sized for a CPU, each with what it reaches there and how long it
 took, as measured (the CPU warning of a GPU-sized config of the same env names it)."""
 
+GPU_SIZED_ON_CPU: dict[str, str] = {
+    "GPUTag-v0": "the speed-ratio configs (tag_same_speed and its two siblings: 2,000 games "
+                 "x 22 agents) had both teams beat random play by 282M agent-steps (the "
+                 "first checkpoint evaluated, 30 s on an H200); on 2 CPU cores they train "
+                 "7,600-11,600 agent-steps/s, so 7-10 hours (docs/training.md)",
+}
+"""Per env: how long its GPU-sized configs take on a CPU before they learn, as measured
+(the CPU warning of such a config says it instead of a plain "expect hours")."""
+
 
 def cpu_config_for(env_id: str) -> tuple[str, str] | None:
     """``(name, what it reaches on a CPU)`` of ``env_id``'s shipped CPU-sized config, if

@@ -11,7 +11,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_vecenv.train.config import Config
-from gpu_vecenv.train.shipped_configs import cpu_config_for
+from gpu_vecenv.train.shipped_configs import GPU_SIZED_ON_CPU, cpu_config_for
 
 
 def trainer_device(setting: str) -> torch.device:
@@ -55,13 +55,15 @@ def cpu_size_warning(config: Config, num_slots: int, batch: int) -> str:
     t = config.trainer
     agents = num_slots // t.num_envs
     layout = f": {t.num_envs:,} games x {agents} agents" if agents > 1 else ""
+    measured = GPU_SIZED_ON_CPU.get(t.env)
     message = (f"this config is sized for a GPU ({num_slots:,} vector slots{layout}, "
                f"{batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
-               f"on the CPU: expect hours")
+               f"on the CPU: " + (f"expect hours; {measured}" if measured else "expect hours"))
     cpu_config = cpu_config_for(t.env)
     if cpu_config is not None:
         name, reached = cpu_config
-        return (f"{message} before its policies beat random play; for a CPU, the "
-                f"shipped `gpu-vecenv train {name}`: {reached}")
+        before = "" if measured else " before its policies beat random play"
+        return (f"{message}{before}; for a CPU, the shipped `gpu-vecenv train {name}`: "
+                f"{reached}")
     return (f"{message}; for a CPU try num_envs {max(1, 1024 // agents)} and fewer "
             f"total_steps (--num-envs, --total-steps)")

@@ -342,6 +342,8 @@ def test_a_gpu_sized_tag_config_on_the_cpu_names_the_cpu_config_and_its_measured
         Trainer(config)
     message = str(caught[0].message)
     assert "200 games x 22 agents" in message and "expect hours" in message
+    # what the speed-ratio configs took on an H200 and what that means on 2 CPU cores
+    assert "282M agent-steps" in message and "7-10 hours" in message
     assert "gpu-vecenv train tag_cpu" in message and "minutes" in message
     with pytest.warns(UserWarning, match="for a CPU try num_envs"):  # no CPU config: sizes
         Trainer(_cartpole(tmp_path / "big", num_envs=4096))

@@ -3,9 +3,10 @@
 # that should not move any figure (a refactor) did to them.
 # - before: a `git archive` of the earlier commit in .bench-before/ (carried); after: this
 #   tree. Each side runs from its own tree (PYTHONPATH) and kernel cache.
-# - GPU-bound points (CartPole/Pendulum at 1M-4M envs, Tag's large cases) and the PPO
-#   trainer once per side; host-bound points (1-16,384 envs, Tag's small cases) in ROUNDS
-#   alternating rounds (host timings on this VM drift by tens of percent between runs);
+# - GPU-bound points (CartPole/Pendulum at 1M-4M envs, Tag's large cases) once per side;
+#   host-bound points (1-16,384 envs, Tag's small cases) and the PPO trainer
+#   (TRAIN_ITERATIONS, default 1000) in ROUNDS alternating rounds (host timings on this VM
+#   drift by tens of percent between runs);
 #   then a side-by-side table of medians (scripts/lab/compare_paths.py).
 #   git archive --prefix=.bench-before/ REV | tar x      # here, then carry .bench-before
 #   bash scripts/lab/gpu_refactor_bench.sh OUT_DIR            # there (ROUNDS=2, STAGES="large small")
@@ -31,9 +32,6 @@ for side in before after; do
   echo "== $side"
   classic $side 1048576,4194304 _large
   tag $side "tag 2000x105,tag 200x1000,tag 1x16384" _large
-  run timeout 150 python3 scripts/bench_train.py "$out/bench_train_$side.json" --graphs true \
-    --modes throughput --iterations 100 > "$out/bench_train_$side.log" 2>&1 \
-    || echo "bench_train $side failed"
 done
 for round in $(seq "${ROUNDS:-2}"); do
   [[ $stages == *small* ]] || break
@@ -41,6 +39,11 @@ for round in $(seq "${ROUNDS:-2}"); do
     use $side
     classic $side 1,1024,16384 "_r$round"
     tag $side "tag 1x5,tag 2000x5,grid 1x5,grid 2000x5" "_r$round"
+    # the PPO trainer in every round too: 100 iterations (0.2-0.5 s timed) moved by 25 % between
+    # single runs, so longer windows, several rounds, medians
+    run timeout 300 python3 scripts/bench_train.py "$out/bench_train_${side}_r$round.json" \
+      --graphs true --modes throughput --iterations "${TRAIN_ITERATIONS:-1000}" \
+      > "$out/bench_train_${side}_r$round.log" 2>&1 || echo "bench_train $side r$round failed"
   done
 done
 use after

@@ -82,6 +82,11 @@ class TrainerConfig:
     torch's default"""
     sync_timing: bool = False
     """synchronize the GPU after roll-out and update so their logged times are exact"""
+    matmul_precision: Literal["highest", "high", "medium"] = "highest"
+    """float32 matrix products while the trainer lives (torch.set_float32_matmul_precision,
+    restored by Trainer.close()): highest = float32; high = TF32 tensor cores on NVIDIA
+    GPUs since Ampere (products with a 10-bit mantissa, float32 sums: faster for wide
+    networks, results differ from highest in the low bits); medium = bfloat16 products"""
     cuda_graphs: bool | None = None
     """capture the roll-out and the update as CUDA graphs (PPO, A2C): null = whenever
     possible (CUDA device, cuda env backend, no target_kl), true = required (error if not

@@ -34,6 +34,7 @@ RESUMABLE_CHANGES = {
     "tensorboard",
     "torch_threads",
     "sync_timing",
+    "matmul_precision",
     "device",
     "cuda_graphs",
     "fused_kernels",

@@ -175,6 +175,9 @@ class Trainer:
         size_warning = self._cpu_size_warning()
         if size_warning:
             warnings.warn(size_warning, stacklevel=2)
+        # last, so that a constructor that fails leaves the process's setting alone
+        self._matmul_precision_before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(t.matmul_precision)
 
     def _cpu_size_warning(self) -> str | None:
         if self.device.type != "cpu" or self.num_slots < CPU_SLOTS_WARNING:
@@ -264,11 +267,15 @@ class Trainer:
                            stopped or "total_steps", self.recent_returns())
 
     def close(self, graphs_only: bool = False) -> None:
-        """Release the CUDA graphs, and the env the trainer made (not with
+        """Release the CUDA graphs, restore the process's float32 matmul precision
+        (``trainer.matmul_precision``), and close the env the trainer made (not with
         ``graphs_only``). Call it (or use the trainer as a context manager) before a
         data-parallel run destroys its process group: NCCL waits for ever to destroy a
         communicator whose all-reduces a live CUDA graph holds."""
         self.phases.release()
+        before = self.__dict__.pop("_matmul_precision_before", None)
+        if before is not None:  # the process's setting, as it was before this trainer
+            torch.set_float32_matmul_precision(before)
         close_env = getattr(self.env, "close", None)
         if close_env is not None and self._owns_env and not graphs_only:
             close_env()

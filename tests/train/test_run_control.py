@@ -393,3 +393,21 @@ def test_after_a_ctrl_c_that_did_not_save_the_cli_says_what_is_left(tmp_path):
     assert "evaluate it with: gpu-vecenv eval R" in _what_is_left(
         trainer(512, finished="total_steps"), "R"
     )
+
+
+def test_matmul_precision_holds_while_the_trainer_lives_and_is_restored_by_close(tmp_path):
+    before = torch.get_float32_matmul_precision()
+    assert before == "highest"  # torch's default; the test would prove nothing otherwise
+    with Trainer(_cartpole(tmp_path / "tf32", matmul_precision="high",
+                           total_steps=256)) as trainer:
+        assert torch.get_float32_matmul_precision() == "high"
+        trainer.run()
+        assert torch.get_float32_matmul_precision() == "high"
+    assert torch.get_float32_matmul_precision() == before
+    with pytest.raises(ValueError, match="matmul_precision must be one of"):
+        _cartpole(tmp_path / "bad", matmul_precision="tf32")
+    # a trainer whose construction fails (its run directory is a file) changes nothing
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(Exception, match="a_file"):
+        Trainer(_cartpole(tmp_path / "a_file", matmul_precision="high"))
+    assert torch.get_float32_matmul_precision() == before

@@ -37,6 +37,10 @@ the order of its random keys are upstream's, line for line):
   their count, so a caller can stop between chunks at a mean return.
 - **Config**: upstream's ``__main__`` config, sized by :func:`cartpole_config`; the
   ``__main__`` block, ``from wrappers import`` and the Brax / navix wrappers are left out.
+- **Cosmetic**: the network module is made in ``_make_parts`` rather than in ``train``
+  (it holds no parameters; ``init`` draws them from the same key as upstream); type
+  annotations trimmed (no ``chex``, which gymnax 1.0 no longer installs; ``action_dim:
+  int``); the wrappers' empty ``__init__`` overrides dropped.
 """
 
 from __future__ import annotations

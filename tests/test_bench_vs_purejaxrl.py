@@ -9,7 +9,6 @@ training in chunks and the whole script on the CPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -22,6 +21,7 @@ import pytest
 from benchmarks import purejaxrl_ppo
 from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.config_loading import config_from_dict
+from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_vs_purejaxrl.py"
@@ -29,10 +29,7 @@ SCRIPT = ROOT / "scripts" / "bench_vs_purejaxrl.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_vs_purejaxrl", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_vs_purejaxrl")
 
 
 def _run(bench, size, mode, side, repeat, value):

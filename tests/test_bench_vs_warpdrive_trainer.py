@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -34,8 +33,7 @@ from gpu_vecenv.envs.tag import TagParams
 from gpu_vecenv.train.config_loading import config_from_dict, load_yaml
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.shipped_configs import resolve_config_path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_vs_warpdrive_trainer.py"
+from tests.script_modules import load_script
 
 
 def _warpdrive_cpu_problem() -> str | None:
@@ -53,10 +51,7 @@ needs_warpdrive = pytest.mark.skipif(_warpdrive_cpu_problem() is not None,
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("bench_vs_warpdrive_trainer", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_vs_warpdrive_trainer")
 
 
 def _start(params: TagParams, seed: int) -> dict[str, torch.Tensor]:

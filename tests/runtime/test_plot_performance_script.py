@@ -3,17 +3,15 @@ the page names, without a GPU; the page shows each plot it draws."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from tests.script_modules import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "plot_performance.py"
 
 
 def test_redraws_every_plot_of_the_page_from_its_data(tmp_path):
-    spec = importlib.util.spec_from_file_location("plot_performance", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("plot_performance")
     module.main(["--out", str(tmp_path)])
     drawn = sorted(p.name for p in tmp_path.glob("*.png"))
     assert drawn == ["perf_capture_h200.png", "perf_classic_h200.png", "perf_torch_h200.png",

@@ -4,25 +4,19 @@ table and plot. (The timing itself runs only where WarpDrive and a GPU are.)"""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
 
 from benchmarks import warpdrive_peer
 from gpu_vecenv.envs.tag import TagParams
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_tag.py"
+from tests.script_modules import load_script
 
 
 @pytest.fixture(scope="module")
 def bench_tag():
-    spec = importlib.util.spec_from_file_location("bench_tag", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_tag")
 
 
 def test_every_tag_param_is_a_warpdrive_argument_or_declared_ours_only():

@@ -128,14 +128,15 @@ def run_ours(raw: dict[str, Any], args: argparse.Namespace, total_steps: int | N
             raw["trainer"]["total_steps"] = total_steps
         config = config_from_dict(raw)
         began = time.time()
-        trainer = Trainer(config, callback=stop_callback(args.seconds, rows))
-        built = time.time() - began
-        result = trainer.run()
-        models = {g.name: g.learner.model for g in trainer.groups}
-    record = {"throughput": throughput(rows), "stopped": result.stopped,
-              "build_seconds": built, "agent_steps_per_iteration": trainer.batch,
-              "cuda_graphs": trainer.graphs is not None, "config": config.to_dict(),
-              "last_row": rows[-1]}
+        # closed before the next trainer: its env and CUDA graphs free the GPU's memory
+        with Trainer(config, callback=stop_callback(args.seconds, rows)) as trainer:
+            built = time.time() - began
+            result = trainer.run()
+            models = {g.name: g.learner.model for g in trainer.groups}
+            record = {"throughput": throughput(rows), "stopped": result.stopped,
+                      "build_seconds": built, "agent_steps_per_iteration": trainer.batch,
+                      "cuda_graphs": trainer.graphs is not None, "config": config.to_dict(),
+                      "last_row": rows[-1]}
     return record, config, models
 
 

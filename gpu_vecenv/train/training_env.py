@@ -58,7 +58,7 @@ def cpu_size_warning(config: Config, num_slots: int, batch: int) -> str:
     measured = GPU_SIZED_ON_CPU.get(t.env)
     message = (f"this config is sized for a GPU ({num_slots:,} vector slots{layout}, "
                f"{batch:,} steps per iteration, {t.total_steps:,} in all) and runs "
-               f"on the CPU: " + (f"expect hours; {measured}" if measured else "expect hours"))
+               f"on the CPU: expect hours" + (f"; {measured}" if measured else ""))
     cpu_config = cpu_config_for(t.env)
     if cpu_config is not None:
         name, reached = cpu_config

@@ -2,8 +2,10 @@
 
 Once a policy's weights are NaN its actions are NaN, and the env refuses them ("actions
 that are not in range"): true, but the cause is the training, and the message should say
-so. :func:`check_finite` looks where the trainer logs a row (whose read syncs anyway: one
-more small read per row, none per iteration); :func:`blame_divergence` looks when
+so. :func:`check_finite` looks where the trainer logs a row: the trainer queues the check
+(:func:`finite_flag`) before it waits for the row's iterations, so its kernels run behind
+them and its host work overlaps theirs, and reads the one bool after the wait (one more
+small read per row, none per iteration); :func:`blame_divergence` looks when
 something fails in between, e.g. the env refusing the actions of NaN weights on the CPU,
 where actions are checked as they come.
 """
@@ -39,11 +41,10 @@ def _losses(metrics: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v for k, v in metrics.items() if k.endswith("loss")}
 
 
-def check_finite(groups: Sequence[Any], metrics: dict[str, dict[str, torch.Tensor]],
-                 where: str) -> None:
-    """Raise :class:`TrainingDiverged` if a policy's losses (``metrics[policy]``, device
-    scalars) or weights are not finite; ``where`` (``"at step 512"``) says when. One
-    read of one bool when all is well."""
+def finite_flag(groups: Sequence[Any], metrics: dict[str, dict[str, torch.Tensor]]
+                ) -> torch.Tensor | None:
+    """A device bool, queued without a sync: whether every policy's losses
+    (``metrics[policy]``, device scalars) and weights are finite (None: no weights)."""
     flags = []
     for g in groups:
         tensors = [t for _, t in _weights(g)]
@@ -51,7 +52,20 @@ def check_finite(groups: Sequence[Any], metrics: dict[str, dict[str, torch.Tenso
             tensors += [v.to(tensors[0].device)
                         for v in _losses(metrics.get(g.name, {})).values()]
             flags.append(_all_finite(tensors))
-    if flags and not bool(torch.stack([f.to(flags[0].device) for f in flags]).all()):
+    if not flags:
+        return None
+    return torch.stack([f.to(flags[0].device) for f in flags]).all()
+
+
+def check_finite(groups: Sequence[Any], metrics: dict[str, dict[str, torch.Tensor]],
+                 where: str, flag: torch.Tensor | None = None) -> None:
+    """Raise :class:`TrainingDiverged` if a policy's losses (``metrics[policy]``, device
+    scalars) or weights are not finite; ``where`` (``"at step 512"``) says when. ``flag``:
+    :func:`finite_flag` of the same, queued earlier (default: queued here). One read of
+    one bool when all is well."""
+    if flag is None:
+        flag = finite_flag(groups, metrics)
+    if flag is not None and not bool(flag):
         raise TrainingDiverged(f"training diverged {where}: "
                                f"{_what_is_not_finite(groups, metrics)}. {ADVICE}")
 

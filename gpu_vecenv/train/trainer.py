@@ -41,7 +41,7 @@ from gpu_vecenv.train import checkpoint as ckpt
 from gpu_vecenv.train import distributed, run_directory
 from gpu_vecenv.train.config import Config
 from gpu_vecenv.train.config_loading import save_yaml
-from gpu_vecenv.train.divergence import blame_divergence, check_finite
+from gpu_vecenv.train.divergence import blame_divergence, check_finite, finite_flag
 from gpu_vecenv.train.graphs import GraphedLoop, iteration_phases
 from gpu_vecenv.train.logger import IterationTimer, MetricsWriter, NoMetricsWriter
 from gpu_vecenv.train.policies import PolicyGroup, build_groups, join_actions, joint_actions
@@ -407,12 +407,14 @@ class Trainer:
              ) -> dict[str, Any]:
         """The logged row: counters, ``timing`` (:meth:`IterationTimer.read`), each
         policy's metrics and episode statistics (prefixed ``<policy>/`` when several)."""
+        # A diverged network (NaN weights) makes NaN actions, which the env refuses; say
+        # which it is, here where the row's read syncs anyway. Queued before the wait, so
+        # the check's kernels and host work overlap the iterations still running.
+        finite = finite_flag(self.groups, metrics)
         # Wait for the device by polling: a rank whose peer died stays able to take a
         # signal here (instead of blocking in CUDA for ever).
         wait_for_device(self.device, self._interrupt)
-        # A diverged network (NaN weights) makes NaN actions, which the env refuses; say
-        # which it is, here where the row's read syncs anyway.
-        check_finite(self.groups, metrics, f"at step {self.global_step:,}")
+        check_finite(self.groups, metrics, f"at step {self.global_step:,}", finite)
         check_errors = getattr(self.env, "check_errors", None)
         if check_errors is not None:
             check_errors()

@@ -13,6 +13,7 @@ timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu tests -q -n "${WORKERS:-
   -p no:cacheprovider > "$out/gpu_tests.log" 2>&1
 echo "pytest exit $?"
 grep -E "passed|failed|FAILED|Error|SKIPPED" "$out/gpu_tests.log" | cut -c1-220 | tail -30
+[ "${SANITIZE:-1}" = 0 ] && exit 0  # SANITIZE=0: the tests only
 echo "== sanitizer: classic kernels"
 timeout "${SANITIZE_TIMEOUT:-150}" python3 scripts/lab/gpu_sanitize.py --log-dir "$out"
 echo "sanitizer exit $?"

@@ -98,3 +98,18 @@ def test_the_cli_reports_a_diverged_run_in_one_line(tmp_path, capsys):
     assert code == 2 and "Traceback" not in err
     assert len(errors) == 1 and errors[0].startswith("gpu-vecenv train: error: training "
                                                      "diverged at step")
+
+
+def test_a_row_queues_the_check_before_it_waits_for_the_device(tmp_path, monkeypatch):
+    # On a GPU the check's kernels then run behind the row's iterations and its host work
+    # overlaps them; only its one bool is read after the wait.
+    import gpu_vecenv.train.trainer as trainer_module
+
+    calls = []
+    flag, wait = trainer_module.finite_flag, trainer_module.wait_for_device
+    monkeypatch.setattr(trainer_module, "finite_flag",
+                        lambda *a: calls.append("queue check") or flag(*a))
+    monkeypatch.setattr(trainer_module, "wait_for_device",
+                        lambda *a: calls.append("wait") or wait(*a))
+    _trainer(tmp_path / "r").run()
+    assert calls[:2] == ["queue check", "wait"] and len(calls) == 12  # 6 rows

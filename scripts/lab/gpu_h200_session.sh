@@ -1,0 +1,86 @@
+#!/bin/bash
+# One lease of one H200 in calls that each end inside the 10-minute limit (the machine stays
+# warm between them; /tmp is kept):
+#   train:  the training-speed figures: where a Tag PPO iteration's time goes
+#           (scripts/lab/profile_train.py, float32 and TF32 products), the README's main
+#           job from process start (cold and warm kernel cache), WarpDrive's own trainer
+#           beside ours (scripts/bench_vs_warpdrive_trainer.py)
+#   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
+#   checks: the GPU suite (gpu_tests.sh, SANITIZE=0 leaves the sanitizers out) and the PPO
+#           trainer of this tree against .bench-before in alternating rounds
+#           (gpu_refactor_bench.sh STAGES=train)
+#   source .device-kit/setup.sh; bash scripts/lab/gpu_h200_session.sh train|purejaxrl|checks
+# Logs and JSON go to /tmp/h200/STAGE (kept while the machine is warm), packed into
+# $OUT/STAGE.tar.gz at the end of the stage.
+stage="$1"
+work=/tmp/h200
+d="$work/$stage"
+mkdir -p "$d"
+pack() { tar czf "$OUT/$stage.tar.gz" -C "$work" "$stage"; }
+trap pack EXIT
+export PYTHONUNBUFFERED=1
+left() { echo $(( $1 - SECONDS )); }  # seconds left of a $1-second call
+now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+peers() {  # the peers kit, plus flax/optax/... from .whl where the machine lacks them
+  source .device-kit/peers/setup.sh
+  for mod in flax optax chex msgpack treescope absl toolz; do
+    python3 -c "import $mod" 2>/dev/null && continue
+    wheel=$(ls .whl/"${mod/absl/absl_py}"-*.whl 2>/dev/null | head -1)
+    [ -n "$wheel" ] && python3 -m pip install -q --no-index --no-deps --no-compile \
+      --no-cache-dir --target "$PEERS_PATH" "$wheel" && echo "installed $wheel"
+  done
+}
+
+case "$stage" in
+train)
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
+  echo "== README main job, cold kernel cache, then warm (wall from before the process starts)"
+  for run in cold warm1 warm2; do
+    [ "$run" = cold ] && export GPU_VECENV_CACHE_DIR=$work/cold_cache || unset GPU_VECENV_CACHE_DIR
+    t0=$(now)
+    timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$run" \
+      --overwrite > "$d/main_job_$run.log" 2>&1
+    rc=$?; t1=$(now)
+    echo "$run exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s"
+    grep -iE "solved|evaluation|stop_check" "$d/main_job_$run.log" | cut -c1-200 | tail -3
+    [ "$run" = cold ] && gpu-vecenv compile -j 16 | tail -1
+  done
+  unset GPU_VECENV_CACHE_DIR
+  echo "== profiles ($SECONDS s)"
+  for config in tag_ppo tag_same_speed; do
+    for precision in highest high; do
+      timeout 90 python3 scripts/lab/profile_train.py "$config" \
+        "$d/profile_${config}_$precision.json" --set trainer.matmul_precision=$precision \
+        > "$d/profile_${config}_$precision.log" 2>&1
+      echo "$config $precision exit $? ($SECONDS s)"
+      grep -E "steps/s|matrix products" "$d/profile_${config}_$precision.log" | cut -c1-200
+    done
+  done
+  echo "== WarpDrive's trainer beside ours ($SECONDS s)"
+  peers
+  PYTHONPATH=$PEERS_PATH timeout "$(left 585)" python3 scripts/bench_vs_warpdrive_trainer.py \
+    "$d/vs_warpdrive_trainer.json" --seconds "${WD_SECONDS:-60}" \
+    > "$d/vs_warpdrive_trainer.log" 2>&1
+  echo "exit $? ($SECONDS s)"; tail -25 "$d/vs_warpdrive_trainer.log" | cut -c1-220
+  ;;
+purejaxrl)
+  peers
+  PYTHONPATH=$PEERS_PATH timeout "$(left 585)" python3 scripts/bench_vs_purejaxrl.py \
+    "$d/vs_purejaxrl.json" --sizes "${SIZES:-2048,16384}" --repeats "${REPEATS:-5}" \
+    > "$d/vs_purejaxrl.log" 2>&1
+  echo "exit $? ($SECONDS s)"; tail -30 "$d/vs_purejaxrl.log" | cut -c1-220
+  ;;
+checks)
+  echo "== GPU suite"
+  WORKERS=16 TEST_TIMEOUT="${TEST_TIMEOUT:-400}" SANITIZE=0 bash scripts/lab/gpu_tests.sh "$work/gpu_tests"
+  cp "$work/gpu_tests/gpu_tests.log" "$d/"
+  echo "== PPO trainer, before/after ($SECONDS s)"
+  STAGES=train ROUNDS="${ROUNDS:-5}" timeout "$(left 585)" \
+    bash scripts/lab/gpu_refactor_bench.sh "$work/refactor"
+  echo "exit $? ($SECONDS s)"
+  cp "$work/refactor.tar.gz" "$d/" 2>/dev/null
+  ;;
+*)
+  echo "usage: gpu_h200_session.sh train|purejaxrl|checks"; exit 2
+  ;;
+esac

@@ -9,7 +9,9 @@
 - ``perf_train_h200.png``: PPO on CartPole, env-steps/s by env count, fused kernels against
   torch ops, both with CUDA graphs (``scripts/bench_train.py``);
 - ``perf_torch_h200.png``: µs per ``step()`` of the torch backend's forms at 1 and 1M envs
-  (``scripts/bench_torch_backend.py``).
+  (``scripts/bench_torch_backend.py``);
+- ``perf_peers_train_h200.png``: training against the peers' own trainers, ours over theirs
+  (``scripts/bench_vs_warpdrive_trainer.py``, ``scripts/bench_vs_purejaxrl.py``).
 
 The Tag plot is ``scripts/bench_tag.py --plot``'s own (the page links it where it lies).
 """
@@ -36,6 +38,7 @@ TRAIN = {  # file: the path whose throughput it gives (the newest measurement of
     DATA / "bench_train_h200_fused_65536.json": (True, False),
 }
 TORCH = DATA / "nvrtc_h200" / "bench_torch_cuda_before_after.json"
+PEERS = DATA / "training_vs_peers_h200"
 
 
 def _load(path: Path) -> dict:
@@ -100,14 +103,40 @@ def torch_backend(out: Path) -> None:
     plt.close(fig)
 
 
+def peers_train(out: Path) -> None:
+    warpdrive = _load(PEERS / "vs_warpdrive_trainer.json")["trainers"]
+    theirs = warpdrive["warpdrive"]["throughput"]["agent_steps_per_s"]
+    bars = [(f"Tag, {name} vs WarpDrive's A2C (agent-steps/s)",
+             warpdrive[key]["throughput"]["agent_steps_per_s"] / theirs, 5.0)
+            for key, name in (("ours_a2c", "our A2C"), ("ours_ppo", "our PPO"))]
+    for row in _load(PEERS / "vs_purejaxrl.json")["summary"]:
+        what = ("env-steps/s" if row["mode"] == "throughput"
+                else "time to 475 from process start")
+        bars.append((f"CartPole, {row['num_envs']:,} envs, vs PureJaxRL ({what})",
+                     row["ratio"], 2.0))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    ys = range(len(bars))[::-1]
+    ax.barh(ys, [b[1] for b in bars], color="tab:blue")
+    ax.scatter([b[2] for b in bars], ys, marker="|", s=400, color="tab:red", zorder=3)
+    for y, (_, ratio, _) in zip(ys, bars, strict=True):
+        ax.text(ratio, y, f" {ratio:.2f}x", va="center", fontsize=8)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_yticks(list(ys), [b[0] for b in bars], fontsize=8)
+    ax.set(xlabel="ours / peer, same call (higher is better; red: our target)",
+           title="Training against the peers' own trainers, H200", xlim=(0, 5.8))
+    fig.tight_layout()
+    fig.savefig(out / "perf_peers_train_h200.png", dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DATA.parent, help="folder (default docs)")
     out = parser.parse_args(argv).out
     out.mkdir(parents=True, exist_ok=True)
-    for draw in (classic, capture, train, torch_backend):
+    for draw in (classic, capture, train, torch_backend, peers_train):
         draw(out)
-    print(f"wrote 4 plots to {out}")
+    print(f"wrote 5 plots to {out}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # One lease of one H200 in calls that each end inside the 10-minute limit (the machine stays
 # warm between them; /tmp is kept):
 #   train:  the training-speed figures: where a Tag PPO iteration's time goes
-#           (scripts/lab/profile_train.py, float32 and TF32 products), the README's main
+#           (scripts/profile_train.py, float32 and TF32 products), the README's main
 #           job from process start (cold and warm kernel cache), WarpDrive's own trainer
 #           beside ours (scripts/bench_vs_warpdrive_trainer.py)
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
@@ -49,7 +49,7 @@ train)
   echo "== profiles ($SECONDS s)"
   for config in tag_ppo tag_same_speed; do
     for precision in highest high; do
-      timeout 90 python3 scripts/lab/profile_train.py "$config" \
+      timeout 90 python3 scripts/profile_train.py "$config" \
         "$d/profile_${config}_$precision.json" --set trainer.matmul_precision=$precision \
         > "$d/profile_${config}_$precision.log" 2>&1
       echo "$config $precision exit $? ($SECONDS s)"

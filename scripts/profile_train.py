@@ -1,8 +1,8 @@
 """Where one training iteration's time goes: roll-out against update, and the kernels of each.
 
-    python scripts/lab/profile_train.py tag_ppo out.json                    # a GPU
-    python scripts/lab/profile_train.py tag_same_speed out.json --set trainer.matmul_precision=high
-    python scripts/lab/profile_train.py tag_cpu out.json --device cpu --iterations 2   # smoke run
+    python scripts/profile_train.py tag_ppo out.json                    # a GPU
+    python scripts/profile_train.py tag_same_speed out.json --set trainer.matmul_precision=high
+    python scripts/profile_train.py tag_cpu out.json --device cpu --iterations 2   # smoke run
 
 For a shipped config (or a YAML file; ``--set`` overrides as ``gpu-vecenv train`` takes
 them) it builds the trainer in this process and measures, after ``--warmup`` iterations:

@@ -10,7 +10,8 @@
 # each config's), CHECKPOINT_INTERVAL (iterations, default 100) and TRAIN_TIMEOUT (seconds
 # of training per config, default 840: `timeout` then sends SIGTERM, which saves a
 # checkpoint and ends the run) bound each run; EXTRA_TRAIN_ARGS: more `gpu-vecenv train`
-# options, e.g. "--num-envs 2 --device cpu" for a smoke run. Everything lands in
+# options, e.g. "--num-envs 2 --device cpu" for a smoke run; RUN_ROOT: where the run
+# directories go (default /tmp/runs, one per config). Everything lands in
 # OUT_DIR/<config>/ (its log in OUT_DIR/<config>/summary.txt) and OUT_DIR/summary.txt.
 out="${1:-tag_speed_ratios}"
 mkdir -p "$out"
@@ -18,7 +19,7 @@ configs=(${CONFIGS:-tag_taggers_fast tag_same_speed tag_runners_fast})
 gpus=(${GPUS:-})
 
 one_config() {  # $1 = config name; logs to $out/$1/summary.txt
-  local name="$1" dir="$out/$1" run="/tmp/runs/$1"
+  local name="$1" dir="$out/$1" run="${RUN_ROOT:-/tmp/runs}/$1"
   mkdir -p "$dir"; rm -rf "$run"
   local log="$dir/summary.txt" steps=()
   [ -n "${TOTAL_STEPS:-}" ] && steps=(--total-steps "$TOTAL_STEPS")

@@ -6,6 +6,9 @@
 #           job from process start (cold and warm kernel cache), WarpDrive's own trainer
 #           beside ours (scripts/bench_vs_warpdrive_trainer.py)
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
+#   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
+#           TOTAL_STEPS (default 1e9) with trainer.matmul_precision highest, then high
+#           (scripts/gpu_tag_speed_ratios.sh: 2x2 against random play, curves, GIF each)
 #   checks: the GPU suite (gpu_tests.sh, SANITIZE=0 leaves the sanitizers out) and the PPO
 #           trainer of this tree against .bench-before in alternating rounds
 #           (gpu_refactor_bench.sh STAGES=train)
@@ -70,6 +73,17 @@ purejaxrl)
     > "$d/vs_purejaxrl.log" 2>&1
   echo "exit $? ($SECONDS s)"; tail -30 "$d/vs_purejaxrl.log" | cut -c1-220
   ;;
+curves)
+  for precision in highest high; do
+    CONFIGS="${CONFIG:-tag_same_speed}" TOTAL_STEPS="${TOTAL_STEPS:-1000000000}" \
+      RUN_ROOT="$work/runs_$precision" TRAIN_TIMEOUT="${TRAIN_TIMEOUT:-200}" \
+      EXTRA_TRAIN_ARGS="--set trainer.matmul_precision=$precision" \
+      bash scripts/gpu_tag_speed_ratios.sh "$d/$precision" > "$d/$precision.log" 2>&1
+    echo "$precision exit $? ($SECONDS s)"
+    grep -E "^done|agent-steps|wall from|tagged|tags|entropy" "$d/$precision/summary.txt" \
+      | head -12 | cut -c1-200
+  done
+  ;;
 checks)
   echo "== GPU suite"
   WORKERS=16 TEST_TIMEOUT="${TEST_TIMEOUT:-400}" SANITIZE=0 bash scripts/lab/gpu_tests.sh "$work/gpu_tests"
@@ -81,6 +95,6 @@ checks)
   cp "$work/refactor.tar.gz" "$d/" 2>/dev/null
   ;;
 *)
-  echo "usage: gpu_h200_session.sh train|purejaxrl|checks"; exit 2
+  echo "usage: gpu_h200_session.sh train|purejaxrl|curves|checks"; exit 2
   ;;
 esac

@@ -9,8 +9,33 @@ from __future__ import annotations
 import torch
 
 from gpu_vecenv.train import distributed, losses, masked
+from gpu_vecenv.train.compiled_loss import maybe_compile
+from gpu_vecenv.train.config import A2CConfig
+from gpu_vecenv.train.networks import ActorCritic
 from gpu_vecenv.train.on_policy import OnPolicyLearner
 from gpu_vecenv.train.optimizers import Adam, RMSprop
+
+STATISTICS = ("loss", "policy_loss", "value_loss", "entropy")
+"""What :func:`a2c_loss` returns besides the loss, in order."""
+
+
+def a2c_loss(model: ActorCritic, c: A2CConfig, obs: torch.Tensor, actions: torch.Tensor,
+             advantages: torch.Tensor, returns: torch.Tensor,
+             mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A2C's loss on the roll-out's rows (``(R, D)``, ``(R, *A)``, ``(R,)``, ``(R,)``) and
+    its detached :data:`STATISTICS` ``(4,)``; with ``mask`` ``(R,)`` the idle rows weigh 0
+    (:mod:`gpu_vecenv.train.masked`)."""
+    log_prob, entropy, value = model.evaluate(obs, actions)
+    weights = None if mask is None else masked.row_weights(mask)
+    if c.norm_adv and mask is not None:
+        advantages = masked.normalize_advantages(advantages, mask)  # over all ranks
+    elif c.norm_adv:
+        advantages = distributed.normalize_advantages(advantages)  # over all ranks
+    policy_loss = losses.policy_gradient_loss(log_prob, advantages, weights)
+    v_loss = losses.value_loss(value, returns, weights=weights)
+    entropy_mean = losses.entropy_bonus(entropy, weights)
+    loss = policy_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
+    return loss, torch.stack([loss, policy_loss, v_loss, entropy_mean]).detach()
 
 
 class A2CLearner(OnPolicyLearner):
@@ -22,23 +47,17 @@ class A2CLearner(OnPolicyLearner):
                            eps=1e-5)
         return super().make_optimizer()
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss = maybe_compile(a2c_loss, self.compile_update)
+
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:
         """One step on the loss of every stored row (``values`` unused: A2C's value loss
         is not clipped); a masked learner's idle rows weigh 0."""
-        c, s = self.config, self.storage
-        log_prob, entropy, value = self.model.evaluate(s.flat(s.obs), s.flat(s.actions))
-        adv = advantages.reshape(-1)
-        mask = None if s.mask is None else s.flat(s.mask)
-        weights = None if mask is None else masked.row_weights(mask)
-        if c.norm_adv and mask is not None:
-            adv = masked.normalize_advantages(adv, mask)  # over all ranks
-        elif c.norm_adv:
-            adv = distributed.normalize_advantages(adv)  # over all ranks
-        policy_loss = losses.policy_gradient_loss(log_prob, adv, weights)
-        v_loss = losses.value_loss(value, returns.reshape(-1), weights=weights)
-        entropy_mean = losses.entropy_bonus(entropy, weights)
-        loss = policy_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
+        s = self.storage
+        loss, stats = self.loss(self.model, self.config, s.flat(s.obs), s.flat(s.actions),
+                                advantages.reshape(-1), returns.reshape(-1),
+                                None if s.mask is None else s.flat(s.mask))
         self.step(loss)
-        return {"loss": loss.detach(), "policy_loss": policy_loss.detach(),
-                "value_loss": v_loss.detach(), "entropy": entropy_mean.detach()}
+        return dict(zip(STATISTICS, stats.unbind(), strict=True))

@@ -87,6 +87,11 @@ class TrainerConfig:
     restored by Trainer.close()): highest = float32; high = TF32 tensor cores on NVIDIA
     GPUs since Ampere (products with a 10-bit mantissa, float32 sums: faster for wide
     networks, results differ from highest in the low bits); medium = bfloat16 products"""
+    compile_update: bool = False
+    """torch.compile PPO's and A2C's loss on torch ops, forward and backward (fuses the
+    elementwise work around the matrix products; not the fused kernels' update; not
+    ddpg): the first update compiles (tens of seconds, a C++ compiler on a CPU); results
+    differ from the eager loss in the low bits"""
     cuda_graphs: bool | None = None
     """capture the roll-out and the update as CUDA graphs (PPO, A2C): null = whenever
     possible (CUDA device, cuda env backend, no target_kl), true = required (error if not

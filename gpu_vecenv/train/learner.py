@@ -72,7 +72,7 @@ class Learner(Protocol):
 def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
                   spec: ActionSpec, num_slots: int, device: torch.device,
                   generator: torch.Generator, fused: bool | None = None,
-                  masked: bool = False) -> Learner:
+                  masked: bool = False, compile_update: bool = False) -> Learner:
     """The learner of ``config``'s algorithm for ``num_slots`` slots.
 
     ``masked``: the slots belong to a multi-agent env whose idle slots (``info["active"]``
@@ -80,7 +80,9 @@ def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
 
     ``fused`` (``trainer.fused_kernels``): PPO's update through the fused CUDA kernels
     (``None``: where they apply; ``True``: required, else a ``ValueError`` says why not;
-    ``False``: torch ops and autograd). Draws the network's initial weights from torch's
+    ``False``: torch ops and autograd). ``compile_update`` (``trainer.compile_update``):
+    PPO's and A2C's loss on torch ops compiled (:mod:`gpu_vecenv.train.compiled_loss`;
+    the fused kernels have their own). Draws the network's initial weights from torch's
     global generator.
     """
     from gpu_vecenv.train.a2c import A2CLearner
@@ -93,6 +95,9 @@ def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
         if fused:
             raise ValueError("trainer.fused_kernels=true, but they implement PPO's "
                              "update, not ddpg's")
+        if compile_update:
+            raise ValueError("trainer.compile_update compiles ppo's and a2c's loss, not "
+                             "ddpg's")
         learner = DDPGLearner(*args)
         if masked:  # no multi-agent env has Box actions yet
             raise ValueError("ddpg does not mask the idle slots of a multi-agent env; use "
@@ -101,5 +106,5 @@ def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
     if fused_kernels_apply(fused, config, obs_dim, spec, device, masked):
         return FusedPPOLearner(*args)
     if isinstance(config, PPOConfig):
-        return PPOLearner(*args, masked=masked)
-    return A2CLearner(*args, masked=masked)
+        return PPOLearner(*args, masked=masked, compile_update=compile_update)
+    return A2CLearner(*args, masked=masked, compile_update=compile_update)

@@ -45,6 +45,8 @@ class OnPolicyLearner:
         generator: the device generator that sampling (and PPO's shuffling) draws from.
         masked: the env marks idle slots (``info["active"]``, multi-agent envs):
             :meth:`record` takes them and their rows weigh 0.
+        compile_update: compile the loss (``trainer.compile_update``,
+            :mod:`gpu_vecenv.train.compiled_loss`).
     """
 
     fused = None
@@ -52,9 +54,10 @@ class OnPolicyLearner:
 
     def __init__(self, config: PPOConfig | A2CConfig, obs_dim: int, spec: ActionSpec,
                  num_slots: int, device: torch.device, generator: torch.Generator,
-                 masked: bool = False):
+                 masked: bool = False, compile_update: bool = False):
         self.config = config
         self.masked = masked
+        self.compile_update = compile_update
         self.spec = spec
         self.device = device
         self.generator = generator

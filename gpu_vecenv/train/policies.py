@@ -114,7 +114,8 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
                      + torch.tensor(ids, device=device).unsqueeze(0)).reshape(-1)
             n = slots.shape[0]
         learner = build_learner(config.policy_config(name), obs_dim, spec, n, device,
-                                generator, config.trainer.fused_kernels, masked=multi_agent)
+                                generator, config.trainer.fused_kernels, masked=multi_agent,
+                                compile_update=config.trainer.compile_update)
         groups.append(PolicyGroup(name, slots, learner,
                                   EpisodeStats(n, device, masked=multi_agent)))
     steps = {g.learner.steps_per_iteration for g in groups}

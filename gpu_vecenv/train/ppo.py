@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from gpu_vecenv.train import distributed, losses, masked
+from gpu_vecenv.train.compiled_loss import maybe_compile
 from gpu_vecenv.train.config import PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
@@ -68,7 +69,8 @@ class PPOLearner(OnPolicyLearner):
     """
 
     def __init__(self, config: PPOConfig, obs_dim: int, spec: ActionSpec, num_slots: int,
-                 device: torch.device, generator: torch.Generator, masked: bool = False):
+                 device: torch.device, generator: torch.Generator, masked: bool = False,
+                 compile_update: bool = False):
         batch = num_slots * config.num_steps
         minibatch = batch // config.num_minibatches
         if minibatch < 1 or (minibatch < 2 and config.norm_adv):
@@ -78,7 +80,9 @@ class PPOLearner(OnPolicyLearner):
                 f"gives minibatches of {minibatch} sample(s); need at least "
                 f"{2 if config.norm_adv else 1}{' with norm_adv' if config.norm_adv else ''}: "
                 "use fewer minibatches, more envs or more steps")
-        super().__init__(config, obs_dim, spec, num_slots, device, generator, masked)
+        super().__init__(config, obs_dim, spec, num_slots, device, generator, masked,
+                         compile_update)
+        self.minibatch_loss = maybe_compile(ppo_minibatch_loss, compile_update)
 
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -98,10 +102,10 @@ class PPOLearner(OnPolicyLearner):
             epoch_kl = torch.zeros((), device=self.device)
             for start in range(0, minibatch * c.num_minibatches, minibatch):
                 idx = order[start:start + minibatch]
-                loss, stats = ppo_minibatch_loss(self.model, c, obs[idx], actions[idx],
-                                                 old_log_probs[idx], advantages[idx],
-                                                 returns[idx], old_values[idx],
-                                                 None if mask is None else mask[idx])
+                loss, stats = self.minibatch_loss(self.model, c, obs[idx], actions[idx],
+                                                  old_log_probs[idx], advantages[idx],
+                                                  returns[idx], old_values[idx],
+                                                  None if mask is None else mask[idx])
                 self.step(loss)
                 totals += stats
                 epoch_kl += stats[4] / c.num_minibatches

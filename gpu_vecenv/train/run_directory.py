@@ -35,6 +35,7 @@ RESUMABLE_CHANGES = {
     "torch_threads",
     "sync_timing",
     "matmul_precision",
+    "compile_update",
     "device",
     "cuda_graphs",
     "fused_kernels",

@@ -157,3 +157,28 @@ def test_fused_kernels_true_explains_what_blocks_them(tmp_path):
     with pytest.raises(ValueError, match="fused_kernels=true.*do not mask the idle slots"):
         Trainer(load_config(None, ["trainer.fused_kernels=true"], env="GPUTag-v0",
                             num_envs=2, run_dir=str(tmp_path / "tag"), **COMMON))
+
+
+@pytest.mark.parametrize(
+    "overrides, trainer",
+    [
+        (["ppo.num_steps=16", "trainer.fused_kernels=false"],
+         {"env": "GPUCartPole-v1", "num_envs": 512, "total_steps": 512 * 16 * 6}),
+        (["trainer.algo=a2c"], {"env": "GPUAcrobot-v1", "num_envs": 256,
+                                "total_steps": 256 * 5 * 6}),
+        (["ppo.num_steps=8", "ppo.hidden_sizes=[256,256]", "ppo.activation=relu"],
+         {"env": "GPUTag-v0", "num_envs": 16, "total_steps": 16 * 11 * 8 * 5}),
+    ],
+    ids=["ppo-cartpole-torch-ops", "a2c", "ppo-tag-256x256"],
+)
+def test_a_compiled_update_is_captured_and_trains_as_the_eager_one(tmp_path, overrides,
+                                                                  trainer):
+    """trainer.compile_update: compiled in the warm-up, then captured with the rest; the
+    logged losses stay those of the eager loss (other summation orders: close, not equal)."""
+    _, eager_rows = _rows(tmp_path, "eager", overrides, trainer, True)
+    compiled, compiled_rows = _rows(tmp_path, "compiled",
+                                    [*overrides, "trainer.compile_update=true"], trainer, True)
+    assert compiled.graphs.captured and len(compiled_rows) == len(eager_rows) >= 4
+    for a, b in zip(eager_rows, compiled_rows, strict=True):
+        for k in (k for k in a if k.split("/")[-1] in ("loss", "entropy", "value_loss")):
+            assert b[k] == pytest.approx(a[k], rel=1e-3, abs=1e-4), (a["iteration"], k)

@@ -4,7 +4,9 @@
 #   train:  the training-speed figures: where a Tag PPO iteration's time goes
 #           (scripts/profile_train.py, float32 and TF32 products), the README's main
 #           job from process start (cold and warm kernel cache), WarpDrive's own trainer
-#           beside ours (scripts/bench_vs_warpdrive_trainer.py)
+#           beside ours (scripts/bench_vs_warpdrive_trainer.py). PROFILE_CONFIGS,
+#           PROFILE_VARIANTS (e.g. "highest high high,compile"), MAIN_RUNS and WARPDRIVE=0
+#           choose the parts
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
 #           TOTAL_STEPS (default 1e9) with trainer.matmul_precision highest, then high
@@ -38,7 +40,7 @@ case "$stage" in
 train)
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
   echo "== README main job, cold kernel cache, then warm (wall from before the process starts)"
-  for run in cold warm1 warm2; do
+  for run in ${MAIN_RUNS-cold warm1 warm2}; do  # MAIN_RUNS="": none
     [ "$run" = cold ] && export GPU_VECENV_CACHE_DIR=$work/cold_cache || unset GPU_VECENV_CACHE_DIR
     t0=$(now)
     timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$run" \
@@ -50,15 +52,19 @@ train)
   done
   unset GPU_VECENV_CACHE_DIR
   echo "== profiles ($SECONDS s)"
-  for config in tag_ppo tag_same_speed; do
-    for precision in highest high; do
-      timeout 90 python3 scripts/profile_train.py "$config" \
-        "$d/profile_${config}_$precision.json" --set trainer.matmul_precision=$precision \
-        > "$d/profile_${config}_$precision.log" 2>&1
-      echo "$config $precision exit $? ($SECONDS s)"
-      grep -E "steps/s|matrix products" "$d/profile_${config}_$precision.log" | cut -c1-200
+  for config in ${PROFILE_CONFIGS:-tag_ppo tag_same_speed}; do
+    # a variant: the matmul precision, ",compile" for trainer.compile_update=true
+    for variant in ${PROFILE_VARIANTS:-highest high}; do
+      sets=(--set "trainer.matmul_precision=${variant%%,*}")
+      [[ $variant == *compile* ]] && sets+=(--set trainer.compile_update=true)
+      name="${config}_${variant/,/_}"
+      timeout 150 python3 scripts/profile_train.py "$config" "$d/profile_$name.json" \
+        "${sets[@]}" > "$d/profile_$name.log" 2>&1
+      echo "$name exit $? ($SECONDS s)"
+      grep -E "steps/s|matrix products" "$d/profile_$name.log" | cut -c1-200
     done
   done
+  [ "${WARPDRIVE:-1}" = 0 ] && exit 0
   echo "== WarpDrive's trainer beside ours ($SECONDS s)"
   peers
   PYTHONPATH=$PEERS_PATH timeout "$(left 585)" python3 scripts/bench_vs_warpdrive_trainer.py \

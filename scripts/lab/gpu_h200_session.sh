@@ -51,6 +51,11 @@ train)
     [ "$run" = cold ] && gpu-vecenv compile -j 16 | tail -1
   done
   unset GPU_VECENV_CACHE_DIR
+  if [ -n "${MAIN_RUNS-x}" ]; then
+    echo "== the main job's timeline (warm cache)"
+    timeout 120 python3 scripts/lab/time_main_job.py "$d/main_job_timeline.json" \
+      --env GPUCartPole-v1 --run-dir "$work/main_timed" --overwrite --no-progress 2>&1 | tail -12
+  fi
   echo "== profiles ($SECONDS s)"
   for config in ${PROFILE_CONFIGS:-tag_ppo tag_same_speed}; do
     # a variant: the matmul precision, ",compile" for trainer.compile_update=true

@@ -73,6 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="training seed of every trainer")
     parser.add_argument("--eval-seed", type=int, default=12345)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="SECTION.KEY=VALUE",
+                        help="config override of our trainers (repeatable), e.g. "
+                             "trainer.matmul_precision=high")
     args = parser.parse_args(argv)
     if (args.seconds is not None and args.seconds <= 0) or \
             (args.iterations is not None and args.iterations < 1):
@@ -118,11 +122,13 @@ def warpdrive_config() -> tuple[dict[str, Any], bool | None]:
 
 def run_ours(raw: dict[str, Any], args: argparse.Namespace, total_steps: int | None):
     """Train our config ``raw``; returns ``(record, config, models)``."""
-    from gpu_vecenv.train.config_loading import config_from_dict
+    from gpu_vecenv.train.config_loading import apply_override, config_from_dict
     from gpu_vecenv.train.trainer import Trainer
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as run_dir:
+        for assignment in args.overrides:
+            apply_override(raw, assignment)
         raw["trainer"].update(run_dir=run_dir, device=args.device)
         if total_steps is not None:
             raw["trainer"]["total_steps"] = total_steps

@@ -400,6 +400,19 @@ def test_arguments(script):
             script.parse_args(bad)
 
 
+def test_our_trainers_take_the_overrides(script, tmp_path):
+    args = script.parse_args(["o.json", "--iterations", "1", "--device", "cpu",
+                              "--set", "a2c.learning_rate=0.001",
+                              "--set", "trainer.matmul_precision=high"])
+    raw = {"trainer": {"env": "GPUCartPole-v1", "algo": "a2c", "num_envs": 4,
+                       "progress": False, "tensorboard": False, "eval_episodes": 0,
+                       "checkpoint_interval": 0, "backend": "torch"},
+           "a2c": {"hidden_sizes": [8]}}
+    record, config, models = script.run_ours(raw, args, total_steps=4 * 5 * 2)
+    assert config.a2c.learning_rate == 0.001 and config.trainer.matmul_precision == "high"
+    assert record["throughput"]["iterations"] == 2 and set(models) == {"default"}
+
+
 def test_stop_callback_and_throughput(script):
     rows: list[dict] = []
     stop = script.stop_callback(10.0, rows)

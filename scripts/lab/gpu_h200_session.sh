@@ -11,9 +11,9 @@
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
 #           TOTAL_STEPS (default 1e9) with trainer.matmul_precision highest, then high
 #           (scripts/gpu_tag_speed_ratios.sh: 2x2 against random play, curves, GIF each)
-#   checks: the GPU suite (gpu_tests.sh, SANITIZE=0 leaves the sanitizers out) and the PPO
-#           trainer of this tree against .bench-before in alternating rounds
-#           (gpu_refactor_bench.sh STAGES=train)
+#   checks: the GPU suite (gpu_tests.sh, SANITIZE=0 leaves the sanitizers out; TESTS=0
+#           skips it) and this tree against .bench-before (gpu_refactor_bench.sh; default
+#           STAGES=train: the PPO trainer in alternating rounds; POINTS picks env benches)
 #   source .device-kit/setup.sh; bash scripts/lab/gpu_h200_session.sh train|purejaxrl|checks
 # Logs and JSON go to /tmp/h200/STAGE (kept while the machine is warm), packed into
 # $OUT/STAGE.tar.gz at the end of the stage.
@@ -97,10 +97,10 @@ curves)
   ;;
 checks)
   echo "== GPU suite"
-  WORKERS=16 TEST_TIMEOUT="${TEST_TIMEOUT:-400}" SANITIZE=0 bash scripts/lab/gpu_tests.sh "$work/gpu_tests"
-  cp "$work/gpu_tests/gpu_tests.log" "$d/"
+  [ "${TESTS:-1}" = 0 ] || WORKERS=16 TEST_TIMEOUT="${TEST_TIMEOUT:-400}" SANITIZE=0 bash scripts/lab/gpu_tests.sh "$work/gpu_tests"
+  cp "$work/gpu_tests/gpu_tests.log" "$d/" 2>/dev/null
   echo "== PPO trainer, before/after ($SECONDS s)"
-  STAGES=train ROUNDS="${ROUNDS:-5}" timeout "$(left 585)" \
+  STAGES="${STAGES:-train}" ROUNDS="${ROUNDS:-5}" timeout "$(left 585)" \
     bash scripts/lab/gpu_refactor_bench.sh "$work/refactor"
   echo "exit $? ($SECONDS s)"
   cp "$work/refactor.tar.gz" "$d/" 2>/dev/null

@@ -26,20 +26,21 @@ use() {  # $1 = before | after: the side's tree first on sys.path (the installed
 source "$here/scripts/lab/bench_sides.sh"  # run, classic, tag
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 stages="${STAGES:-large small}"  # "train": only the PPO trainer's rounds
+points="${POINTS:-classic tag}"    # the env benchmarks of the large and small stages
 for side in before after; do
   [[ $stages == *large* ]] || break
   use $side
   echo "== $side"
-  classic $side 1048576,4194304 _large
-  tag $side "tag 2000x105,tag 200x1000,tag 1x16384" _large
+  [[ $points == *classic* ]] && classic $side 1048576,4194304 _large
+  [[ $points == *tag* ]] && tag $side "tag 2000x105,tag 200x1000,tag 1x16384" _large
 done
 for round in $(seq "${ROUNDS:-2}"); do
   [[ $stages == *small* || $stages == *train* ]] || break
   for side in before after; do
     use $side
     if [[ $stages == *small* ]]; then
-      classic $side 1,1024,16384 "_r$round"
-      tag $side "tag 1x5,tag 2000x5,grid 1x5,grid 2000x5" "_r$round"
+      [[ $points == *classic* ]] && classic $side 1,1024,16384 "_r$round"
+      [[ $points == *tag* ]] && tag $side "tag 1x5,tag 2000x5,grid 1x5,grid 2000x5" "_r$round"
     fi
     # the PPO trainer in every round too: 100 iterations (0.2-0.5 s timed) moved by 25 % between
     # single runs, so longer windows, several rounds, medians

@@ -41,15 +41,15 @@ def a2c_loss(model: ActorCritic, c: A2CConfig, obs: torch.Tensor, actions: torch
 class A2CLearner(OnPolicyLearner):
     """A2C (``A2CConfig``): advantage actor-critic, RMSprop (or Adam)."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss = maybe_compile(a2c_loss, self.compile_update)
+
     def make_optimizer(self) -> Adam | RMSprop:
         if self.config.optimizer == "rmsprop":
             return RMSprop(self.model.parameters(), self.config.learning_rate, alpha=0.99,
                            eps=1e-5)
         return super().make_optimizer()
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.loss = maybe_compile(a2c_loss, self.compile_update)
 
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -35,8 +35,12 @@ GEMM_MARKERS = ("gemm", "cutlass", "xmma", "cublas", "matmul", "addmm", "mm")
 
 
 def is_gemm(name: str) -> bool:
-    """Whether a kernel or op name is a matrix product (cuBLAS, CUTLASS, aten::mm...)."""
+    """Whether a kernel or op name is a matrix product (cuBLAS, CUTLASS, aten::mm...); a
+    kernel ``torch.compile`` generated (``triton_...``, named after the ops it fuses, e.g.
+    ``triton_poi_fused_addmm_relu_0``: the bias and activation around a product) is not."""
     lowered = name.lower()
+    if lowered.startswith("triton"):
+        return False
     return any(marker in lowered for marker in GEMM_MARKERS)
 
 

@@ -28,3 +28,13 @@ def test_profiles_a_shipped_config_on_the_cpu(tmp_path, monkeypatch, capsys):
         assert len(table["top"]) == 3 and table["total_seconds"] > 0
         assert 0 < table["gemm_share"] < 1  # the MLP's products are among the ops
     assert "cartpole_ppo on cpu" in capsys.readouterr().out
+
+
+def test_matrix_products_are_told_from_compiled_elementwise_kernels():
+    module = load_script("profile_train")
+    for name in ("aten::addmm", "aten::mm", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n",
+                 "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nt_align1>"):
+        assert module.is_gemm(name), name
+    for name in ("triton_poi_fused_addmm_relu_0", "aten::relu",
+                 "void at::native::reduce_kernel<128, 4>"):
+        assert not module.is_gemm(name), name

@@ -21,7 +21,10 @@ against random play (:func:`gpu_vecenv.train.versus_random.versus_random`: runne
 per game by trained/random taggers among trained/random runners), with the most likely
 actions and with sampled ones, on the same ``--eval-games`` games for all (seeded fresh
 start layouts by default: no trainer saw them; WarpDrive's networks read our observations
-through benchmarks/warpdrive_policy.py). Everything goes to the JSON.
+through benchmarks/warpdrive_policy.py). Then the cross-play (:func:`cross_play`): each of our
+trainers' taggers against WarpDrive's runners and WarpDrive's taggers against our runners,
+which, beside each trainer's own trained-vs-trained cell, says whose taggers and whose
+runners are better. Everything goes to the JSON.
 """
 
 from __future__ import annotations
@@ -166,6 +169,22 @@ def two_by_two(config, models: dict, args: argparse.Namespace) -> dict[str, Any]
             for mode in ("most_likely", "sampled")}
 
 
+def cross_play(config, ours: dict, theirs: dict, args: argparse.Namespace) -> dict[str, Any]:
+    """Our trained taggers against WarpDrive's trained runners and the other way round
+    (``ours``, ``theirs``: ``{"tagger": model, "runner": model}``), most likely and sampled
+    actions: the trained-vs-trained cell of each mixed 2x2. Against each trainer's own
+    trained-vs-trained cell it says whose taggers and whose runners are better."""
+    teams = {"our_taggers_vs_its_runners": {"tagger": ours["tagger"], "runner": theirs["runner"]},
+             "its_taggers_vs_our_runners": {"tagger": theirs["tagger"], "runner": ours["runner"]}}
+    out: dict[str, Any] = {}
+    for label, models in teams.items():
+        played = two_by_two(config, models, args)
+        out[label] = {mode: next(p for p in result["pairings"]
+                                 if (p["taggers"], p["runners"]) == ("trained", "trained"))
+                      for mode, result in played.items()}
+    return out
+
+
 def run_warpdrive(wd_config: dict[str, Any], args: argparse.Namespace, a2c_config):
     """WarpDrive's trainer; returns ``(record, models)`` (its networks as our models)."""
     import torch
@@ -222,7 +241,22 @@ def table(results: dict[str, Any]) -> str:
         elif "versus_random_error" in r:
             lines += ["", f"{name}: 2x2 FAILED: "
                       f"{r['versus_random_error'].strip().splitlines()[-1]}"]
+    for name, r in results.get("cross_play", {}).items():
+        lines += ["", f"cross-play, {name} against warpdrive (runners tagged per game / mean "
+                      "steps to be tagged; most likely, sampled):"]
+        if "error" in r:
+            lines.append(f"  FAILED: {r['error'].strip().splitlines()[-1]}")
+            continue
+        for label, cells in r.items():
+            text = ", ".join(f"{c['runners_tagged_per_game']:.2f} / {_steps(c)}"
+                             for c in cells.values())
+            lines.append(f"  {label.replace('our', name).replace('its', 'warpdrive')}: {text}")
     return "\n".join(lines)
+
+
+def _steps(cell: dict) -> str:
+    steps = cell["mean_steps_to_tag"]
+    return "-" if steps is None else f"{steps:.1f}"
 
 
 def train_one(name: str, wd_config: dict[str, Any], args: argparse.Namespace,
@@ -251,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         "args": vars(args), "environment": environment(),
         "warpdrive_config": wd_config, "warpdrive_config_matches_our_copy": copy_matches,
         "game": dataclasses.asdict(cfg.tag_params(wd_config, fixed)),
-        "a2c_differences": list(cfg.A2C_DIFFERENCES), "trainers": {}}
+        "a2c_differences": list(cfg.A2C_DIFFERENCES), "trainers": {}, "cross_play": {}}
+    trained: dict[str, tuple[Any, dict]] = {}  # name: (the config it plays under, models)
     for name in args.trainers:
         print(f"training {name} ...", flush=True)
         try:
@@ -265,11 +300,24 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:
                 record["versus_random_error"] = traceback.format_exc()
         results["trainers"][name] = record
+        if models is not None:
+            trained[name] = (config, models)
+        Path(args.output).write_text(json.dumps(results, indent=2, default=str) + "\n")
+    if "warpdrive" in trained:
+        wd_eval_config, wd_models = trained["warpdrive"]
+        for name in (n for n in trained if n != "warpdrive"):
+            print(f"cross-play of {name} and warpdrive ...", flush=True)
+            try:
+                results["cross_play"][name] = cross_play(wd_eval_config, trained[name][1],
+                                                         wd_models, args)
+            except Exception:
+                results["cross_play"][name] = {"error": traceback.format_exc()}
         Path(args.output).write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(table(results))
     print(f"wrote {args.output}")
     failed = [n for n, r in results["trainers"].items()
               if "error" in r or "versus_random_error" in r]
+    failed += [n for n, r in results["cross_play"].items() if "error" in r]
     return 1 if failed else 0
 
 

@@ -413,6 +413,27 @@ def test_our_trainers_take_the_overrides(script, tmp_path):
     assert record["throughput"]["iterations"] == 2 and set(models) == {"default"}
 
 
+def test_cross_play_mixes_the_teams_and_reads_the_trained_cell(script, monkeypatch):
+    played = []
+
+    def fake_two_by_two(config, models, args):
+        played.append((models["tagger"], models["runner"]))
+        cell = {"taggers": "trained", "runners": "trained", "runners_tagged_per_game": 1.0,
+                "mean_steps_to_tag": None, "who": f"{models['tagger']}+{models['runner']}"}
+        other = dict(cell, taggers="random", who="wrong cell")
+        return {mode: {"pairings": [other, cell]} for mode in ("most_likely", "sampled")}
+
+    monkeypatch.setattr(script, "two_by_two", fake_two_by_two)
+    ours, theirs = {"tagger": "T_ours", "runner": "R_ours"}, {"tagger": "T_wd", "runner": "R_wd"}
+    result = script.cross_play(None, ours, theirs, None)
+    assert played == [("T_ours", "R_wd"), ("T_wd", "R_ours")]
+    assert result["our_taggers_vs_its_runners"]["sampled"]["who"] == "T_ours+R_wd"
+    assert result["its_taggers_vs_our_runners"]["most_likely"]["who"] == "T_wd+R_ours"
+    text = script.table({"trainers": {}, "cross_play": {"ours_ppo": result}})
+    assert "ours_ppo_taggers_vs_warpdrive_runners: 1.00 / -, 1.00 / -" in text
+    assert "warpdrive_taggers_vs_ours_ppo_runners" in text
+
+
 def test_stop_callback_and_throughput(script):
     rows: list[dict] = []
     stop = script.stop_callback(10.0, rows)

@@ -57,7 +57,7 @@ def _peer(name: str):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", help="JSON file to write")
-    budget = parser.add_mutually_exclusive_group(required=True)
+    budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--seconds", type=float,
                         help="training time of each trainer (roll-out + update)")
     budget.add_argument("--iterations", type=int,
@@ -76,11 +76,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="training seed of every trainer")
     parser.add_argument("--eval-seed", type=int, default=12345)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--write-configs", metavar="DIR",
+                        help="only write our trainers' configs as YAML files into DIR "
+                             "(ours_a2c.yaml, ours_ppo.yaml; e.g. for "
+                             "scripts/profile_train.py) and exit")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="SECTION.KEY=VALUE",
                         help="config override of our trainers (repeatable), e.g. "
                              "trainer.matmul_precision=high")
     args = parser.parse_args(argv)
+    if args.seconds is None and args.iterations is None and args.write_configs is None:
+        parser.error("give --seconds or --iterations (or --write-configs)")
     if (args.seconds is not None and args.seconds <= 0) or \
             (args.iterations is not None and args.iterations < 1):
         parser.error("--seconds must be > 0 and --iterations >= 1")
@@ -273,10 +279,31 @@ def train_one(name: str, wd_config: dict[str, Any], args: argparse.Namespace,
     return run_ours(make(wd_config, fixed_starts=fixed, seed=args.seed), args, total)
 
 
+def write_configs(wd_config: dict[str, Any], args: argparse.Namespace) -> list[Path]:
+    """Our trainers' configs (``--set`` applied) as YAML files in ``args.write_configs``."""
+    from gpu_vecenv.train.config_loading import apply_override, config_from_dict, save_yaml
+
+    cfg = _peer("warpdrive_trainer_config")
+    folder = Path(args.write_configs)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, make in (("ours_a2c", cfg.our_a2c_config), ("ours_ppo", cfg.our_ppo_config)):
+        raw = make(wd_config, fixed_starts=args.starts == "fixed", seed=args.seed)
+        for assignment in args.overrides:
+            apply_override(raw, assignment)
+        save_yaml(config_from_dict(raw), folder / f"{name}.yaml")
+        written.append(folder / f"{name}.yaml")
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = _peer("warpdrive_trainer_config")
     wd_config, copy_matches = warpdrive_config()
+    if args.write_configs is not None:
+        for path in write_configs(wd_config, args):
+            print(f"wrote {path}")
+        return 0
     total = (None if args.iterations is None
              else args.iterations * cfg.agent_steps_per_iteration(wd_config))
     fixed = args.starts == "fixed"

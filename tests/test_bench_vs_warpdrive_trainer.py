@@ -434,6 +434,19 @@ def test_cross_play_mixes_the_teams_and_reads_the_trained_cell(script, monkeypat
     assert "warpdrive_taggers_vs_ours_ppo_runners" in text
 
 
+def test_write_configs_gives_yaml_files_the_trainer_loads(script, tmp_path):
+    from gpu_vecenv.train.config_loading import load_config
+
+    assert script.main([str(tmp_path / "unused.json"), "--write-configs", str(tmp_path),
+                        "--set", "trainer.matmul_precision=high"]) == 0
+    a2c = load_config(str(tmp_path / "ours_a2c.yaml"), [])
+    ppo = load_config(str(tmp_path / "ours_ppo.yaml"), [])
+    assert (a2c.trainer.algo, ppo.trainer.algo) == ("a2c", "ppo")
+    assert a2c.trainer.num_envs == ppo.trainer.num_envs == 100
+    assert a2c.trainer.matmul_precision == ppo.trainer.matmul_precision == "high"
+    assert not (tmp_path / "unused.json").exists()
+
+
 def test_stop_callback_and_throughput(script):
     rows: list[dict] = []
     stop = script.stop_callback(10.0, rows)

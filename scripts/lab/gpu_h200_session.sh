@@ -57,16 +57,20 @@ train)
       --env GPUCartPole-v1 --run-dir "$work/main_timed" --overwrite --no-progress 2>&1 | tail -12
   fi
   echo "== profiles ($SECONDS s)"
-  for config in ${PROFILE_CONFIGS:-tag_ppo tag_same_speed}; do
+  # ours_a2c / ours_ppo in PROFILE_CONFIGS: our trainers of the WarpDrive comparison
+  python3 scripts/bench_vs_warpdrive_trainer.py unused --write-configs "$work/wd_configs" >/dev/null
+  for name in ${PROFILE_CONFIGS:-tag_ppo tag_same_speed}; do
+    config="$name"
+    [ -f "$work/wd_configs/$name.yaml" ] && config="$work/wd_configs/$name.yaml"
     # a variant: the matmul precision, ",compile" for trainer.compile_update=true
     for variant in ${PROFILE_VARIANTS:-highest high}; do
       sets=(--set "trainer.matmul_precision=${variant%%,*}")
       [[ $variant == *compile* ]] && sets+=(--set trainer.compile_update=true)
-      name="${config}_${variant/,/_}"
-      timeout 150 python3 scripts/profile_train.py "$config" "$d/profile_$name.json" \
-        "${sets[@]}" > "$d/profile_$name.log" 2>&1
-      echo "$name exit $? ($SECONDS s)"
-      grep -E "steps/s|matrix products" "$d/profile_$name.log" | cut -c1-200
+      label="${name}_${variant/,/_}"
+      timeout 150 python3 scripts/profile_train.py "$config" "$d/profile_$label.json" \
+        "${sets[@]}" > "$d/profile_$label.log" 2>&1
+      echo "$label exit $? ($SECONDS s)"
+      grep -E "steps/s|matrix products" "$d/profile_$label.log" | cut -c1-200
     done
   done
   [ "${WARPDRIVE:-1}" = 0 ] && exit 0

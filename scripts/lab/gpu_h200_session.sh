@@ -12,7 +12,7 @@
 #           TOTAL_STEPS (default 1e9) with trainer.matmul_precision highest, then high
 #           (scripts/gpu_tag_speed_ratios.sh: 2x2 against random play, curves, GIF each)
 #   checks: the GPU suite (gpu_tests.sh, SANITIZE=0 leaves the sanitizers out; TESTS=0
-#           skips it) and this tree against .bench-before (gpu_refactor_bench.sh; default
+#           skips it; GPU_TESTS="tests/... -k ..." runs those) and this tree against .bench-before (gpu_refactor_bench.sh; default
 #           STAGES=train: the PPO trainer in alternating rounds; POINTS picks env benches)
 #   source .device-kit/setup.sh; bash scripts/lab/gpu_h200_session.sh train|purejaxrl|checks
 # Logs and JSON go to /tmp/h200/STAGE (kept while the machine is warm), packed into
@@ -103,6 +103,11 @@ checks)
   echo "== GPU suite"
   [ "${TESTS:-1}" = 0 ] || WORKERS=16 TEST_TIMEOUT="${TEST_TIMEOUT:-400}" SANITIZE=0 bash scripts/lab/gpu_tests.sh "$work/gpu_tests"
   cp "$work/gpu_tests/gpu_tests.log" "$d/" 2>/dev/null
+  if [ -n "${GPU_TESTS:-}" ]; then  # a few GPU tests by pytest arguments, e.g. "-k compiled"
+    timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rfE $GPU_TESTS \
+      > "$d/gpu_tests_selected.log" 2>&1
+    echo "selected GPU tests exit $?: $(tail -1 "$d/gpu_tests_selected.log")"
+  fi
   echo "== PPO trainer, before/after ($SECONDS s)"
   STAGES="${STAGES:-train}" ROUNDS="${ROUNDS:-5}" timeout "$(left 585)" \
     bash scripts/lab/gpu_refactor_bench.sh "$work/refactor"

@@ -12,9 +12,12 @@
 #           TOTAL_STEPS (default 1e9) with trainer.matmul_precision highest, then high
 #           (scripts/gpu_tag_speed_ratios.sh: 2x2 against random play, curves, GIF each)
 #   checks: the GPU suite (gpu_tests.sh, SANITIZE=0 leaves the sanitizers out; TESTS=0
-#           skips it; GPU_TESTS="tests/... -k ..." runs those) and this tree against .bench-before (gpu_refactor_bench.sh; default
-#           STAGES=train: the PPO trainer in alternating rounds; POINTS picks env benches)
-#   source .device-kit/setup.sh; bash scripts/lab/gpu_h200_session.sh train|purejaxrl|checks
+#           skips it; GPU_TESTS="tests/... -k ..." runs those) and this tree against
+#           .bench-before (gpu_refactor_bench.sh; default STAGES=train: the PPO trainer in
+#           alternating rounds; POINTS picks the env benchmarks)
+#   source .device-kit/setup.sh; bash scripts/lab/gpu_h200_session.sh STAGE
+# One stage per call: each bounds its last step by CALL_S (default 585) seconds from its own
+# start.
 # Logs and JSON go to /tmp/h200/STAGE (kept while the machine is warm), packed into
 # $OUT/STAGE.tar.gz at the end of the stage.
 stage="$1"
@@ -24,7 +27,7 @@ mkdir -p "$d"
 pack() { tar czf "$OUT/$stage.tar.gz" -C "$work" "$stage"; }
 trap pack EXIT
 export PYTHONUNBUFFERED=1
-left() { echo $(( $1 - SECONDS )); }  # seconds left of a $1-second call
+left() { echo $(( ${CALL_S:-$1} - SECONDS )); }  # seconds left of the call (CALL_S or $1)
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 peers() {  # the peers kit, plus flax/optax/... from .whl where the machine lacks them
   source .device-kit/peers/setup.sh
@@ -108,7 +111,7 @@ checks)
       > "$d/gpu_tests_selected.log" 2>&1
     echo "selected GPU tests exit $?: $(tail -1 "$d/gpu_tests_selected.log")"
   fi
-  echo "== PPO trainer, before/after ($SECONDS s)"
+  echo "== before/after, stages ${STAGES:-train} ($SECONDS s)"
   STAGES="${STAGES:-train}" ROUNDS="${ROUNDS:-5}" timeout "$(left 585)" \
     bash scripts/lab/gpu_refactor_bench.sh "$work/refactor"
   echo "exit $? ($SECONDS s)"

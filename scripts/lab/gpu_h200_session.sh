@@ -6,7 +6,8 @@
 #           job from process start (cold and warm kernel cache), WarpDrive's own trainer
 #           beside ours (scripts/bench_vs_warpdrive_trainer.py). PROFILE_CONFIGS,
 #           PROFILE_VARIANTS (e.g. "highest high high,compile"), MAIN_RUNS and WARPDRIVE=0
-#           choose the parts
+#           choose the parts (an empty MAIN_RUNS or PROFILE_CONFIGS: none); WD_ARGS: more
+#           arguments of the WarpDrive comparison (e.g. "--set trainer.matmul_precision=high")
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
 #           TOTAL_STEPS (default 1e9) with trainer.matmul_precision highest, then high
@@ -62,7 +63,7 @@ train)
   echo "== profiles ($SECONDS s)"
   # ours_a2c / ours_ppo in PROFILE_CONFIGS: our trainers of the WarpDrive comparison
   python3 scripts/bench_vs_warpdrive_trainer.py unused --write-configs "$work/wd_configs" >/dev/null
-  for name in ${PROFILE_CONFIGS:-tag_ppo tag_same_speed}; do
+  for name in ${PROFILE_CONFIGS-tag_ppo tag_same_speed}; do  # PROFILE_CONFIGS="": none
     config="$name"
     [ -f "$work/wd_configs/$name.yaml" ] && config="$work/wd_configs/$name.yaml"
     # a variant: the matmul precision, ",compile" for trainer.compile_update=true
@@ -80,7 +81,7 @@ train)
   echo "== WarpDrive's trainer beside ours ($SECONDS s)"
   peers
   PYTHONPATH=$PEERS_PATH timeout "$(left 585)" python3 scripts/bench_vs_warpdrive_trainer.py \
-    "$d/vs_warpdrive_trainer.json" --seconds "${WD_SECONDS:-60}" \
+    "$d/vs_warpdrive_trainer.json" --seconds "${WD_SECONDS:-60}" ${WD_ARGS:-} \
     > "$d/vs_warpdrive_trainer.log" 2>&1
   echo "exit $? ($SECONDS s)"; tail -25 "$d/vs_warpdrive_trainer.log" | cut -c1-220
   ;;

@@ -43,7 +43,7 @@ class A2CLearner(OnPolicyLearner):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.loss = maybe_compile(a2c_loss, self.compile_update)
+        self.loss = maybe_compile(a2c_loss, self.compile_update, self.device)
 
     def make_optimizer(self) -> Adam | RMSprop:
         if self.config.optimizer == "rmsprop":

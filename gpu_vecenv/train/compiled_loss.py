@@ -12,6 +12,9 @@ the eager loss in the low bits (other summation orders). The optimizer step stay
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -24,8 +27,31 @@ BACKEND = "inductor"
 backward without generating code)."""
 
 
-def maybe_compile(loss: LossFn, enabled: bool) -> LossFn:
-    """``loss`` compiled (shapes fixed: every call of a learner has the same), or as is."""
+CPP_COMPILERS = ("g++", "c++", "clang++")
+"""What Inductor can build its CPU code with (or ``$CXX``)."""
+
+
+def missing_toolchain(device: torch.device) -> str | None:
+    """Why Inductor cannot compile for ``device`` here (None: it can): on a CPU it needs a
+    C++ compiler, on a GPU Triton (which torch's Linux CUDA wheels install)."""
+    if BACKEND != "inductor":
+        return None
+    if device.type == "cpu":
+        names = [os.environ["CXX"]] if os.environ.get("CXX") else list(CPP_COMPILERS)
+        if not any(shutil.which(name) for name in names):
+            return f"on a CPU needs a C++ compiler ({' or '.join(names)}), and none is found"
+    elif device.type == "cuda" and importlib.util.find_spec("triton") is None:
+        return "on a GPU needs Triton (pip install triton), which is not installed"
+    return None
+
+
+def maybe_compile(loss: LossFn, enabled: bool, device: torch.device) -> LossFn:
+    """``loss`` compiled (shapes fixed: every call of a learner has the same), or as is;
+    raises ``ValueError`` where the compiler cannot run (:func:`missing_toolchain`)."""
     if not enabled:
         return loss
+    why = missing_toolchain(device)
+    if why is not None:
+        raise ValueError(f"trainer.compile_update: torch.compile {why}; set "
+                         "trainer.compile_update=false")
     return torch.compile(loss, dynamic=False, backend=BACKEND)

@@ -82,7 +82,7 @@ class PPOLearner(OnPolicyLearner):
                 "use fewer minibatches, more envs or more steps")
         super().__init__(config, obs_dim, spec, num_slots, device, generator, masked,
                          compile_update)
-        self.minibatch_loss = maybe_compile(ppo_minibatch_loss, compile_update)
+        self.minibatch_loss = maybe_compile(ppo_minibatch_loss, compile_update, device)
 
     def optimize(self, values: torch.Tensor, advantages: torch.Tensor,
                  returns: torch.Tensor) -> dict[str, torch.Tensor]:

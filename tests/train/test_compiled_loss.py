@@ -106,6 +106,19 @@ def test_ddpg_refuses_compile_update(tmp_path):
         Trainer(config)
 
 
+def test_a_missing_compiler_is_a_clear_error_before_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(compiled_loss, "BACKEND", "inductor")
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    with pytest.raises(ValueError, match=r"compile_update: torch.compile on a CPU needs a C\+\+ "
+                                         r"compiler \(no-such-compiler-here\), and none"):
+        PPOLearner(PPOConfig(num_steps=8, hidden_sizes=[8]), 6, SPEC, 8, torch.device("cpu"),
+                   torch.Generator(), compile_update=True)
+    monkeypatch.setattr(compiled_loss.importlib.util, "find_spec", lambda name: None)
+    assert "needs Triton" in compiled_loss.missing_toolchain(torch.device("cuda"))
+    monkeypatch.setattr(compiled_loss, "BACKEND", "aot_eager")  # builds nothing
+    assert compiled_loss.missing_toolchain(torch.device("cpu")) is None
+
+
 @pytest.mark.slow
 def test_inductor_compiles_the_ppo_update_of_a_run(tmp_path):
     # The real compiler (C++ code on a CPU): the run trains as the eager one does.

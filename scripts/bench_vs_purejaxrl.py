@@ -104,6 +104,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto",
                         help="auto (the GPU where there is one) or cpu, for both sides")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed-per-repeat", action="store_true",
+                        help="repeat k of each pair trains with seed --seed + k on both sides "
+                             "(default: --seed for every run)")
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--num-envs", type=int, help=argparse.SUPPRESS)
@@ -231,8 +234,14 @@ def worker_command(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
            "--num-steps", str(args.num_steps), "--learning-rate", repr(args.learning_rate),
            "--total-steps", str(args.total_steps), "--max-updates", str(args.max_updates),
            "--chunk-updates", str(args.chunk_updates), "--warmup-calls",
-           str(args.warmup_calls), "--seed", str(args.seed)]
+           str(args.warmup_calls), "--seed", str(run_seed(args, run))]
     return cmd
+
+
+def run_seed(args: argparse.Namespace, run: dict[str, Any]) -> int:
+    """The training seed of ``run``: ``--seed``, plus its repeat with ``--seed-per-repeat``
+    (both sides of a pair train with the same seed)."""
+    return args.seed + (run["repeat"] if args.seed_per_repeat else 0)
 
 
 def worker_environment(args: argparse.Namespace, side: str) -> dict[str, str]:
@@ -418,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
               "machine": machine(args.device), "summary": [], "runs": []}
     runs = record["runs"]
     for run in plan_runs(args.sizes, args.modes, args.repeats):
-        runs.append(run_one(args, run))
+        runs.append(run_one(args, {**run, "seed": run_seed(args, run)}))
         print(describe(runs[-1]), flush=True)
         record["summary"] = summarize(runs)
         # After every run: a call cut short by its time limit keeps what it measured.

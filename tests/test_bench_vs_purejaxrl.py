@@ -81,6 +81,16 @@ def test_a_worker_gets_the_callers_settings(bench):
         assert getattr(worker, name) == getattr(args, name)
 
 
+def test_seed_per_repeat_gives_each_pair_its_seed(bench):
+    fixed = bench.parse_args(["out.json", "--seed", "5"])
+    varied = bench.parse_args(["out.json", "--seed", "5", "--seed-per-repeat"])
+    for repeat in range(3):
+        for side in ("ours", "purejaxrl"):
+            run = {"num_envs": 64, "mode": "time_to_475", "side": side, "repeat": repeat}
+            assert bench.parse_args(bench.worker_command(fixed, run)[2:]).seed == 5
+            assert bench.parse_args(bench.worker_command(varied, run)[2:]).seed == 5 + repeat
+
+
 def test_jax_goes_to_the_cpu_only_for_purejaxrl_runs_asked_to(bench):
     args = bench.parse_args(["out.json", "--device", "cpu", "--jax-cache", "cache"])
     assert bench.worker_environment(args, "purejaxrl")["JAX_PLATFORMS"] == "cpu"

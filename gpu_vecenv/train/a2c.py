@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from gpu_vecenv.train import distributed, losses, masked
+from gpu_vecenv.train import losses, masked
 from gpu_vecenv.train.compiled_loss import maybe_compile
 from gpu_vecenv.train.config import A2CConfig
 from gpu_vecenv.train.networks import ActorCritic
@@ -26,11 +26,7 @@ def a2c_loss(model: ActorCritic, c: A2CConfig, obs: torch.Tensor, actions: torch
     its detached :data:`STATISTICS` ``(4,)``; with ``mask`` ``(R,)`` the idle rows weigh 0
     (:mod:`gpu_vecenv.train.masked`)."""
     log_prob, entropy, value = model.evaluate(obs, actions)
-    weights = None if mask is None else masked.row_weights(mask)
-    if c.norm_adv and mask is not None:
-        advantages = masked.normalize_advantages(advantages, mask)  # over all ranks
-    elif c.norm_adv:
-        advantages = distributed.normalize_advantages(advantages)  # over all ranks
+    weights, advantages = masked.weights_and_advantages(advantages, mask, c.norm_adv)
     policy_loss = losses.policy_gradient_loss(log_prob, advantages, weights)
     v_loss = losses.value_loss(value, returns, weights=weights)
     entropy_mean = losses.entropy_bonus(entropy, weights)

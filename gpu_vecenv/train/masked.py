@@ -71,6 +71,18 @@ def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor,
     return (advantages - mean) / (var.sqrt() + eps)
 
 
+def weights_and_advantages(advantages: torch.Tensor, mask: torch.Tensor | None,
+                           normalize: bool) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """A loss's row weights (:func:`row_weights`; None without ``mask``: plain means) and
+    its advantages, normalised over all ranks' (live) rows where ``normalize``."""
+    weights = None if mask is None else row_weights(mask)
+    if normalize and mask is not None:
+        advantages = normalize_advantages(advantages, mask)
+    elif normalize:
+        advantages = distributed.normalize_advantages(advantages)
+    return weights, advantages
+
+
 def explained_variance(returns: torch.Tensor, values: torch.Tensor,
                        mask: torch.Tensor) -> torch.Tensor:
     """``1 - Var(returns - values) / Var(returns)`` over the live rows of all ranks."""

@@ -32,11 +32,7 @@ def ppo_minibatch_loss(model: ActorCritic, c: PPOConfig, obs: torch.Tensor,
     idle multi-agent slot) every mean and the advantage normalisation are over the live
     rows only (:mod:`gpu_vecenv.train.masked`)."""
     log_prob, entropy, value = model.evaluate(obs, actions)
-    weights = None if mask is None else masked.row_weights(mask)
-    if c.norm_adv and mask is not None:
-        advantages = masked.normalize_advantages(advantages, mask)  # over all ranks
-    elif c.norm_adv:
-        advantages = distributed.normalize_advantages(advantages)  # over all ranks
+    weights, advantages = masked.weights_and_advantages(advantages, mask, c.norm_adv)
     policy_loss = losses.clipped_surrogate_loss(log_prob, old_log_probs, advantages,
                                                 c.clip_coef, weights)
     v_loss = losses.value_loss(value, returns, old_values,

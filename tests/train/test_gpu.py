@@ -7,6 +7,8 @@ Roll-out and update must not synchronize the host with the GPU:
 
 from __future__ import annotations
 
+import faulthandler
+
 import pytest
 import torch
 
@@ -159,6 +161,16 @@ def test_fused_kernels_true_explains_what_blocks_them(tmp_path):
                             num_envs=2, run_dir=str(tmp_path / "tag"), **COMMON))
 
 
+@pytest.fixture
+def hard_time_limit():
+    """A hang (the compiler, a capture, a device wait) ends the test process after 300 s,
+    with every thread's traceback, instead of blocking the suite."""
+    faulthandler.dump_traceback_later(300, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.mark.usefixtures("hard_time_limit")
 @pytest.mark.parametrize(
     "overrides, trainer",
     [

@@ -10,7 +10,8 @@
 #           arguments of the WarpDrive comparison (e.g. "--set trainer.matmul_precision=high")
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
-#           TOTAL_STEPS (default 1e9) with trainer.matmul_precision highest, then high
+#           TOTAL_STEPS (default 1e9) in each of CURVE_VARIANTS (default "highest high";
+#           as PROFILE_VARIANTS)
 #           (scripts/gpu_tag_speed_ratios.sh: 2x2 against random play, curves, GIF each)
 #   checks: the GPU suite (gpu_tests.sh, SANITIZE=0 leaves the sanitizers out; TESTS=0
 #           skips it; GPU_TESTS="tests/... -k ..." runs those) and this tree against
@@ -95,13 +96,16 @@ purejaxrl)
   echo "exit $? ($SECONDS s)"; tail -30 "$d/vs_purejaxrl.log" | cut -c1-220
   ;;
 curves)
-  for precision in highest high; do
+  for variant in ${CURVE_VARIANTS:-highest high}; do  # as PROFILE_VARIANTS
+    extra="--set trainer.matmul_precision=${variant%%,*}"
+    [[ $variant == *compile* ]] && extra+=" --set trainer.compile_update=true"
+    label="${variant/,/_}"
     CONFIGS="${CONFIG:-tag_same_speed}" TOTAL_STEPS="${TOTAL_STEPS:-1000000000}" \
-      RUN_ROOT="$work/runs_$precision" TRAIN_TIMEOUT="${TRAIN_TIMEOUT:-200}" \
-      EXTRA_TRAIN_ARGS="--set trainer.matmul_precision=$precision" \
-      bash scripts/gpu_tag_speed_ratios.sh "$d/$precision" > "$d/$precision.log" 2>&1
-    echo "$precision exit $? ($SECONDS s)"
-    grep -E "^done|agent-steps|wall from|tagged|tags|entropy" "$d/$precision/summary.txt" \
+      RUN_ROOT="$work/runs_$label" TRAIN_TIMEOUT="${TRAIN_TIMEOUT:-200}" \
+      EXTRA_TRAIN_ARGS="$extra" \
+      bash scripts/gpu_tag_speed_ratios.sh "$d/$label" > "$d/$label.log" 2>&1
+    echo "$label exit $? ($SECONDS s)"
+    grep -E "^done|agent-steps|wall from|tagged|tags|entropy" "$d/$label/summary.txt" \
       | head -12 | cut -c1-200
   done
   ;;
@@ -118,7 +122,9 @@ checks)
   STAGES="${STAGES:-train}" ROUNDS="${ROUNDS:-5}" timeout "$(left 585)" \
     bash scripts/lab/gpu_refactor_bench.sh "$work/refactor"
   echo "exit $? ($SECONDS s)"
-  cp "$work/refactor.tar.gz" "$d/" 2>/dev/null
+  # cut short, the bench packs nothing: keep its raw rounds and compare what there is
+  cp -r "$work/refactor" "$d/" 2>/dev/null
+  [ -f "$work/refactor.tar.gz" ] || python3 scripts/lab/compare_paths.py "$work/refactor" before after
   ;;
 *)
   echo "usage: gpu_h200_session.sh train|purejaxrl|curves|checks"; exit 2

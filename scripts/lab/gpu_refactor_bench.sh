@@ -16,11 +16,14 @@ here="$PWD"
 use() {  # $1 = before | after: the side's tree first on sys.path (the installed package,
   # which other processes on the machine may be using, stays as it is)
   if [ "$1" = before ]; then tree=.bench-before; else tree=.; fi
-  # the installed layout maps gpu_vecenv.cuda_src to cuda_src/; a link gives the side's tree
-  # the same (else the installed tree's kernels would be found)
-  [ "$tree" = . ] || [ -e "$tree/gpu_vecenv/cuda_src" ] || ln -s ../cuda_src "$tree/gpu_vecenv/cuda_src"
+  # the installed layout maps gpu_vecenv.cuda_src, .envs and .adapters to cuda_src/, envs/
+  # and adapters/; links give the side's tree the same (else the installed tree's kernels
+  # and env modules would be found)
+  for sub in cuda_src envs adapters; do
+    [ "$tree" = . ] || [ -e "$tree/gpu_vecenv/$sub" ] || ln -s "../$sub" "$tree/gpu_vecenv/$sub"
+  done
   export PYTHONPATH="$here/$tree"
-  echo "$1: $(cd "$tree" && python3 -c 'import gpu_vecenv.backends.compiler as c; print(c.CUDA_SRC)')"
+  echo "$1: $(cd "$tree" && python3 -c 'import gpu_vecenv.backends.compiler as c, gpu_vecenv.envs.tag as t; print(c.CUDA_SRC, t.__file__)')"
   export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_$1
 }
 source "$here/scripts/lab/bench_sides.sh"  # run, classic, tag

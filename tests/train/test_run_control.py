@@ -338,9 +338,9 @@ def test_a_gpu_sized_config_on_the_cpu_warns_once(tmp_path):
 def test_a_gpu_sized_tag_config_on_the_cpu_names_the_cpu_config_and_its_measured_time(tmp_path):
     config = load_config("tag_same_speed", [], num_envs=200, device="cpu",
                          run_dir=str(tmp_path / "tag"))
-    with pytest.warns(UserWarning) as caught:
+    with pytest.warns(UserWarning, match="sized for a GPU") as caught:
         Trainer(config)
-    message = str(caught[0].message)
+    message = next(str(w.message) for w in caught if "sized for a GPU" in str(w.message))
     assert "200 games x 22 agents" in message and "expect hours" in message
     # what the speed-ratio configs took on an H200 and what that means on 2 CPU cores
     assert "282M agent-steps" in message and "7-10 hours" in message

@@ -57,9 +57,13 @@ class Probe:
 
     def _build(self, num_envs: int):
         t = self.config.trainer
+        # The update runs eagerly even where the run compiles it (trainer.compile_update):
+        # a compile per probed size would take tens of seconds each, and the eager update
+        # usually needs the more memory (the compiled one keeps fewer activations for the
+        # backward), so the choice errs on the safe side.
         trainer_fields = dict(num_envs=num_envs, run_dir=str(Path(self._tmp.name) / "run"),
                               progress=False, tensorboard=False, checkpoint_interval=0,
-                              eval_episodes=0, device=str(self.device))
+                              eval_episodes=0, device=str(self.device), compile_update=False)
         config = dataclasses.replace(
             self.config, trainer=dataclasses.replace(t, **trainer_fields),
             # DDPG updates from the first iteration, so its update is measured too.

@@ -241,6 +241,19 @@ def test_throughput_mode_on_the_cpu_prints_what_it_measured(tmp_path, capsys, mo
     assert "throughput: " in out[-1]
 
 
+def test_probes_run_the_update_eagerly_where_the_run_compiles_it(tmp_path):
+    config = load_config(None, [*_TINY, "trainer.compile_update=true"],
+                         run_dir=str(tmp_path / "run"))
+    built = []
+    probes = probe.Probe(config, torch.device("cpu"), lambda c: built.append(c) or c)
+    try:
+        probes._build(4)
+    finally:
+        probes.close()
+    assert config.trainer.compile_update is True
+    assert [(c.trainer.num_envs, c.trainer.compile_update) for c in built] == [(4, False)]
+
+
 def test_cpu_limit_rollout_rows_and_ddpg_replay_buffer_cap_the_choice(monkeypatch):
     from gpu_vecenv.train.trainer import CPU_SLOTS_WARNING
 

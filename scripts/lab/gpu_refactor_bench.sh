@@ -10,12 +10,14 @@
 #   then a side-by-side table of medians (scripts/lab/compare_paths.py).
 #   git archive --prefix=.bench-before/ REV | tar x      # here, then carry .bench-before
 #   bash scripts/lab/gpu_refactor_bench.sh OUT_DIR            # there (ROUNDS=2, STAGES="large small")
+# BEFORE_TREE names another earlier tree (default .bench-before), e.g. to bisect a change in
+# one call: for t in .bench-a .bench-b; do BEFORE_TREE=$t STAGES=train bash ... OUT_$t; done
 out="$(realpath -m "${1:-gpu_refactor_bench}")"
 mkdir -p "$out"
 here="$PWD"
 use() {  # $1 = before | after: the side's tree first on sys.path (the installed package,
   # which other processes on the machine may be using, stays as it is)
-  if [ "$1" = before ]; then tree=.bench-before; else tree=.; fi
+  if [ "$1" = before ]; then tree="${BEFORE_TREE:-.bench-before}"; else tree=.; fi
   # the installed layout maps gpu_vecenv.cuda_src, .envs and .adapters to cuda_src/, envs/
   # and adapters/; links give the side's tree the same (else the installed tree's kernels
   # and env modules would be found)

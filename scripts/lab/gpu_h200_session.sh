@@ -9,6 +9,8 @@
 #           choose the parts (an empty MAIN_RUNS or PROFILE_CONFIGS: none); WD_ARGS: more
 #           arguments of the WarpDrive comparison (e.g. "--set trainer.matmul_precision=high")
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
+#   mainjob: the README's main job with other num_envs / learning rates and seeds
+#           (MAIN_CANDIDATES="16:0.00025 32:0.001", MAIN_SEEDS="1 2 3 4 5")
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
 #           TOTAL_STEPS (default 1e9) in each of CURVE_VARIANTS (default "highest high";
 #           as PROFILE_VARIANTS)
@@ -88,6 +90,26 @@ train)
     > "$d/vs_warpdrive_trainer.log" 2>&1
   echo "exit $? ($SECONDS s)"; tail -25 "$d/vs_warpdrive_trainer.log" | cut -c1-220
   ;;
+mainjob)
+  # the README's main job with other envs / learning rates (MAIN_CANDIDATES, "envs:lr ...")
+  # and seeds (MAIN_SEEDS), warm kernel cache: wall from before the process starts, the step
+  # it stopped at and the evaluation it reports
+  gpu-vecenv compile -j 16 | tail -1
+  for cand in ${MAIN_CANDIDATES:-16:0.00025 32:0.001 16:0.001}; do
+    for seed in ${MAIN_SEEDS:-1 2 3 4 5}; do
+      label="${cand/:/_}_$seed"
+      t0=$(now)
+      timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$label" --overwrite \
+        --no-progress --num-envs "${cand%%:*}" --seed "$seed" \
+        --set ppo.learning_rate="${cand##*:}" > "$d/main_$label.log" 2>&1
+      rc=$?; t1=$(now)
+      echo "envs:lr $cand seed $seed exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s;" \
+        "$(grep -o "at step [0-9,]*" "$d/main_$label.log" | head -1);" \
+        "$(grep -o "mean return [0-9.]*" "$d/main_$label.log" | tail -1)"
+      [ "$(left 585)" -gt 20 ] || break 2
+    done
+  done
+  ;;
 purejaxrl)
   peers
   PYTHONPATH=$PEERS_PATH timeout "$(left 585)" python3 scripts/bench_vs_purejaxrl.py \
@@ -127,6 +149,6 @@ checks)
   [ -f "$work/refactor.tar.gz" ] || python3 scripts/lab/compare_paths.py "$work/refactor" before after
   ;;
 *)
-  echo "usage: gpu_h200_session.sh train|purejaxrl|curves|checks"; exit 2
+  echo "usage: gpu_h200_session.sh train|mainjob|purejaxrl|curves|checks"; exit 2
   ;;
 esac

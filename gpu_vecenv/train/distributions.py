@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import gymnasium as gym
 import torch
@@ -73,8 +74,10 @@ def _gumbel_argmax(logits: torch.Tensor, generator: torch.Generator) -> torch.Te
     the env reports) where a row holds a NaN logit, as from a diverged network."""
     u = torch.rand(logits.shape, device=logits.device, generator=generator)
     u = u.clamp_(min=torch.finfo(u.dtype).tiny)
-    index = torch.argmax(logits - torch.log(-torch.log(u)), dim=-1)
-    return torch.where(torch.isnan(logits).any(-1), -1, index)
+    # max propagates NaN: a row with a NaN logit has a NaN maximum (its index, the first
+    # maximal one as argmax's, is replaced)
+    best, index = torch.max(logits - torch.log(-torch.log(u)), dim=-1)
+    return torch.where(torch.isnan(best), -1, index)
 
 
 def _offset(index: torch.Tensor, spec: ActionSpec, sign: int = 1) -> torch.Tensor:
@@ -120,12 +123,48 @@ def log_prob_and_entropy(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(log pi(action), entropy)``, each ``(B,)``; MultiDiscrete and Box dimensions are
     independent, so both sum over dimensions."""
+    log_prob, entropy = _log_prob(spec, params, log_std, action, with_entropy=True)
+    return log_prob, cast(torch.Tensor, entropy)
+
+
+def log_prob(
+    spec: ActionSpec,
+    params: torch.Tensor,
+    log_std: torch.Tensor | None,
+    action: torch.Tensor,
+) -> torch.Tensor:
+    """``log pi(action)`` ``(B,)``, the same values as :func:`log_prob_and_entropy`'s,
+    without computing the entropy (a roll-out step needs only this: per discrete
+    dimension four kernels fewer)."""
+    return _log_prob(spec, params, log_std, action, with_entropy=False)[0]
+
+
+def _log_prob(spec: ActionSpec, params: torch.Tensor, log_std: torch.Tensor | None,
+              action: torch.Tensor, with_entropy: bool
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
     if spec.kind == "box":
         std = torch.exp(log_std)
         z = (action - params) / std
         log_prob = (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(-1)
+        if not with_entropy:
+            return log_prob, None
         entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(params.shape[0])
         return log_prob, entropy
+    if spec.kind == "discrete":
+        index = (action - spec.start[0]).unsqueeze(-1)
+    else:
+        index = _offset(action, spec, sign=-1)
+    log_prob = torch.zeros(params.shape[0], device=params.device)
+    entropy = torch.zeros(params.shape[0], device=params.device) if with_entropy else None
+    for d, logits in enumerate(_split(params, spec)):
+        logp_all = torch.log_softmax(logits, dim=-1)
+        # Clamped: the invalid action sampled from NaN logits must not index out of range
+        # (its log-probability is NaN through the logits anyway).
+        chosen = index[:, d:d + 1].clamp(0, logits.shape[-1] - 1)
+        log_prob = log_prob + logp_all.gather(-1, chosen).squeeze(-1)
+        if entropy is not None:
+            entropy = entropy - (torch.exp(logp_all) * logp_all).sum(-1)
+    return log_prob, entropy
     if spec.kind == "discrete":
         index = (action - spec.start[0]).unsqueeze(-1)
     else:

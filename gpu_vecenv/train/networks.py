@@ -108,8 +108,7 @@ class ActorCritic(nn.Module):
         """Sample ``(action, log_prob)`` for ``(B, D)`` observations."""
         params = self.actor(self.normalizer(obs))
         action = distributions.sample(self.spec, params, self.log_std, generator)
-        log_prob, _ = distributions.log_prob_and_entropy(self.spec, params, self.log_std,
-                                                         action)
+        log_prob = distributions.log_prob(self.spec, params, self.log_std, action)
         return action, log_prob
 
     def evaluate(self, obs: torch.Tensor, action: torch.Tensor

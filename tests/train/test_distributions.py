@@ -100,3 +100,17 @@ def test_nan_logits_sample_an_action_outside_the_space(space):
                for a in actions[valid])
     log_prob, _ = dist.log_prob_and_entropy(spec, logits, None, actions)
     assert torch.isnan(log_prob[1]) and torch.isfinite(log_prob[valid]).all()
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Discrete(5, start=2),
+                                   gym.spaces.MultiDiscrete([3, 7, 2], start=[0, 1, -1]),
+                                   gym.spaces.Box(-1.0, 2.0, (3,))])
+def test_log_prob_alone_is_the_log_prob_of_log_prob_and_entropy_bit_for_bit(space):
+    spec = ActionSpec.from_space(space)
+    g = torch.Generator().manual_seed(4)
+    params = torch.randn(64, spec.head_size, generator=g) * 3
+    log_std = torch.randn(spec.head_size, generator=g) if spec.kind == "box" else None
+    action = dist.sample(spec, params, log_std, g)
+    both, entropy = dist.log_prob_and_entropy(spec, params, log_std, action)
+    alone = dist.log_prob(spec, params, log_std, action)
+    assert torch.equal(alone, both) and both.shape == entropy.shape == (64,)

@@ -26,8 +26,13 @@ class EpisodeStats:
     """
 
     def __init__(self, num_slots: int, device: torch.device, masked: bool = False):
-        self.running_return = torch.zeros(num_slots, device=device)
-        self.running_length = torch.zeros(num_slots, device=device)
+        # One (3, N) buffer: the running return, the running length and ones, so that a
+        # step's three totals (returns, lengths, count of the episodes that end) are one
+        # product and one sum, and the reset of the ended slots one product.
+        self._rows = torch.zeros(3, num_slots, device=device)
+        self._rows[2] = 1.0
+        self.running_return = self._rows[0]
+        self.running_length = self._rows[1]
         # [sum of returns, sum of lengths, episodes] since the last read
         self.totals = torch.zeros(3, device=device)
         # whether each slot's current observation is live (all are after a reset)
@@ -46,11 +51,8 @@ class EpisodeStats:
             self.running_length += self.live
             self.live.copy_(active)
         d = done.to(reward.dtype)
-        self.totals += torch.stack([(self.running_return * d).sum(),
-                                    (self.running_length * d).sum(), d.sum()])
-        keep = 1.0 - d
-        self.running_return *= keep
-        self.running_length *= keep
+        self.totals += (self._rows * d).sum(1)
+        self._rows[:2].mul_(1.0 - d)  # (not `*=` on the slice: its write-back is a copy)
 
     def read(self) -> dict[str, float] | None:
         """Mean return/length of the episodes finished since the last read (or None)."""

@@ -165,17 +165,3 @@ def _log_prob(spec: ActionSpec, params: torch.Tensor, log_std: torch.Tensor | No
         if entropy is not None:
             entropy = entropy - (torch.exp(logp_all) * logp_all).sum(-1)
     return log_prob, entropy
-    if spec.kind == "discrete":
-        index = (action - spec.start[0]).unsqueeze(-1)
-    else:
-        index = _offset(action, spec, sign=-1)
-    log_prob = torch.zeros(params.shape[0], device=params.device)
-    entropy = torch.zeros(params.shape[0], device=params.device)
-    for d, logits in enumerate(_split(params, spec)):
-        logp_all = torch.log_softmax(logits, dim=-1)
-        # Clamped: the invalid action sampled from NaN logits must not index out of range
-        # (its log-probability is NaN through the logits anyway).
-        chosen = index[:, d:d + 1].clamp(0, logits.shape[-1] - 1)
-        log_prob = log_prob + logp_all.gather(-1, chosen).squeeze(-1)
-        entropy = entropy - (torch.exp(logp_all) * logp_all).sum(-1)
-    return log_prob, entropy

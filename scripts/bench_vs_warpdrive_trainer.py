@@ -129,15 +129,23 @@ def warpdrive_config() -> tuple[dict[str, Any], bool | None]:
     return installed, installed == copy
 
 
+def with_overrides(raw: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Our config ``raw`` with the ``--set`` overrides applied (in place)."""
+    from gpu_vecenv.train.config_loading import apply_override
+
+    for assignment in args.overrides:
+        apply_override(raw, assignment)
+    return raw
+
+
 def run_ours(raw: dict[str, Any], args: argparse.Namespace, total_steps: int | None):
-    """Train our config ``raw``; returns ``(record, config, models)``."""
-    from gpu_vecenv.train.config_loading import apply_override, config_from_dict
+    """Train our config ``raw`` (``--set`` applied); returns ``(record, config, models)``."""
+    from gpu_vecenv.train.config_loading import config_from_dict
     from gpu_vecenv.train.trainer import Trainer
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as run_dir:
-        for assignment in args.overrides:
-            apply_override(raw, assignment)
+        with_overrides(raw, args)
         raw["trainer"].update(run_dir=run_dir, device=args.device)
         if total_steps is not None:
             raw["trainer"]["total_steps"] = total_steps
@@ -281,16 +289,15 @@ def train_one(name: str, wd_config: dict[str, Any], args: argparse.Namespace,
 
 def write_configs(wd_config: dict[str, Any], args: argparse.Namespace) -> list[Path]:
     """Our trainers' configs (``--set`` applied) as YAML files in ``args.write_configs``."""
-    from gpu_vecenv.train.config_loading import apply_override, config_from_dict, save_yaml
+    from gpu_vecenv.train.config_loading import config_from_dict, save_yaml
 
     cfg = _peer("warpdrive_trainer_config")
     folder = Path(args.write_configs)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, make in (("ours_a2c", cfg.our_a2c_config), ("ours_ppo", cfg.our_ppo_config)):
-        raw = make(wd_config, fixed_starts=args.starts == "fixed", seed=args.seed)
-        for assignment in args.overrides:
-            apply_override(raw, assignment)
+        raw = with_overrides(make(wd_config, fixed_starts=args.starts == "fixed",
+                                  seed=args.seed), args)
         save_yaml(config_from_dict(raw), folder / f"{name}.yaml")
         written.append(folder / f"{name}.yaml")
     return written

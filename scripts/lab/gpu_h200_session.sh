@@ -33,6 +33,23 @@ trap pack EXIT
 export PYTHONUNBUFFERED=1
 left() { echo $(( ${CALL_S:-$1} - SECONDS )); }  # seconds left of the call (CALL_S or $1)
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+# the README's main job as LABEL with more train arguments: its log in $d/main_job_LABEL.log,
+# one line of its wall time from before the process starts
+main_job() {
+  local label="$1"; shift
+  local t0 t1 rc
+  t0=$(now)
+  timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$label" \
+    --overwrite "$@" > "$d/main_job_$label.log" 2>&1
+  rc=$?; t1=$(now)
+  echo "$label exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s"
+}
+# the train arguments of a variant: "PRECISION[,compile]" (trainer.matmul_precision, and
+# trainer.compile_update=true with ",compile")
+variant_args() {
+  echo "--set trainer.matmul_precision=${1%%,*}"
+  if [[ $1 == *compile* ]]; then echo "--set trainer.compile_update=true"; fi
+}
 peers() {  # the peers kit, plus flax/optax/... from .whl where the machine lacks them
   source .device-kit/peers/setup.sh
   for mod in flax optax chex msgpack treescope absl toolz; do
@@ -51,11 +68,7 @@ train)
   [[ $runs == *cold* ]] || gpu-vecenv compile -j 16 | tail -1  # the cache the warm runs read
   for run in $runs; do  # MAIN_RUNS="": none
     [ "$run" = cold ] && export GPU_VECENV_CACHE_DIR=$work/cold_cache || unset GPU_VECENV_CACHE_DIR
-    t0=$(now)
-    timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$run" \
-      --overwrite > "$d/main_job_$run.log" 2>&1
-    rc=$?; t1=$(now)
-    echo "$run exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s"
+    main_job "$run"
     grep -iE "solved|evaluation|stop_check" "$d/main_job_$run.log" | cut -c1-200 | tail -3
     [ "$run" = cold ] && gpu-vecenv compile -j 16 | tail -1
   done
@@ -71,13 +84,11 @@ train)
   for name in ${PROFILE_CONFIGS-tag_ppo tag_same_speed}; do  # PROFILE_CONFIGS="": none
     config="$name"
     [ -f "$work/wd_configs/$name.yaml" ] && config="$work/wd_configs/$name.yaml"
-    # a variant: the matmul precision, ",compile" for trainer.compile_update=true
     for variant in ${PROFILE_VARIANTS:-highest high}; do
-      sets=(--set "trainer.matmul_precision=${variant%%,*}")
-      [[ $variant == *compile* ]] && sets+=(--set trainer.compile_update=true)
       label="${name}_${variant/,/_}"
+      # shellcheck disable=SC2046  # the variant's arguments, one word each
       timeout 150 python3 scripts/profile_train.py "$config" "$d/profile_$label.json" \
-        "${sets[@]}" > "$d/profile_$label.log" 2>&1
+        $(variant_args "$variant") > "$d/profile_$label.log" 2>&1
       echo "$label exit $? ($SECONDS s)"
       grep -E "steps/s|matrix products" "$d/profile_$label.log" | cut -c1-200
     done
@@ -97,15 +108,11 @@ mainjob)
   gpu-vecenv compile -j 16 | tail -1
   for cand in ${MAIN_CANDIDATES:-16:0.00025 32:0.001 16:0.001}; do
     for seed in ${MAIN_SEEDS:-1 2 3 4 5}; do
-      label="${cand/:/_}_$seed"
-      t0=$(now)
-      timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$label" --overwrite \
-        --no-progress --num-envs "${cand%%:*}" --seed "$seed" \
-        --set ppo.learning_rate="${cand##*:}" > "$d/main_$label.log" 2>&1
-      rc=$?; t1=$(now)
-      echo "envs:lr $cand seed $seed exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s;" \
-        "$(grep -o "at step [0-9,]*" "$d/main_$label.log" | head -1);" \
-        "$(grep -o "mean return [0-9.]*" "$d/main_$label.log" | tail -1)"
+      label="${cand/:/_}_$seed"  # envs_lr_seed
+      echo "$(main_job "$label" --no-progress --num-envs "${cand%%:*}" --seed "$seed" \
+        --set ppo.learning_rate="${cand##*:}");" \
+        "$(grep -o "at step [0-9,]*" "$d/main_job_$label.log" | head -1);" \
+        "$(grep -o "mean return [0-9.]*" "$d/main_job_$label.log" | tail -1)"
       [ "$(left 585)" -gt 20 ] || break 2
     done
   done
@@ -119,12 +126,10 @@ purejaxrl)
   ;;
 curves)
   for variant in ${CURVE_VARIANTS:-highest high}; do  # as PROFILE_VARIANTS
-    extra="--set trainer.matmul_precision=${variant%%,*}"
-    [[ $variant == *compile* ]] && extra+=" --set trainer.compile_update=true"
     label="${variant/,/_}"
     CONFIGS="${CONFIG:-tag_same_speed}" TOTAL_STEPS="${TOTAL_STEPS:-1000000000}" \
       RUN_ROOT="$work/runs_$label" TRAIN_TIMEOUT="${TRAIN_TIMEOUT:-200}" \
-      EXTRA_TRAIN_ARGS="$extra" \
+      EXTRA_TRAIN_ARGS="$(variant_args "$variant" | tr '\n' ' ')" \
       bash scripts/gpu_tag_speed_ratios.sh "$d/$label" > "$d/$label.log" 2>&1
     echo "$label exit $? ($SECONDS s)"
     grep -E "^done|agent-steps|wall from|tagged|tags|entropy" "$d/$label/summary.txt" \

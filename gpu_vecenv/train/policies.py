@@ -21,16 +21,36 @@ from gpu_vecenv.train.logger import EpisodeStats
 @dataclass
 class PolicyGroup:
     """One policy and the vector slots it acts for (``slots``: ``(N,)`` int64 indices
-    into the vector, or ``None`` for all of them)."""
+    into the vector, or ``None`` for all of them). ``block``: ``(agents_per_game, lo,
+    hi)`` where the slots are agents ``lo..hi-1`` of every game (Tag's roles): the rows
+    are then a strided view of the vector's, copied without an index."""
 
     name: str
     slots: torch.Tensor | None
     learner: Learner
     stats: EpisodeStats
+    block: tuple[int, int, int] | None = None
 
     def select(self, tensor: torch.Tensor) -> torch.Tensor:
-        """The rows of ``tensor`` ``(num_slots, ...)`` that belong to this policy."""
-        return tensor if self.slots is None else tensor.index_select(0, self.slots)
+        """The rows of ``tensor`` ``(num_slots, ...)`` that belong to this policy, in
+        slot order ``(N, ...)``."""
+        if self.slots is None:
+            return tensor
+        if self.block is not None:
+            # a strided copy: index_select reads an 8-byte index per element (3x a
+            # float's traffic, 9x a bool's)
+            agents, lo, hi = self.block
+            return tensor.unflatten(0, (-1, agents))[:, lo:hi].flatten(0, 1)
+        return tensor.index_select(0, self.slots)
+
+    def put(self, joint: torch.Tensor, rows: torch.Tensor) -> None:
+        """Write ``rows`` ``(N, ...)`` into this policy's slots of ``joint``
+        ``(num_slots, ...)``."""
+        if self.block is not None:
+            agents, lo, hi = self.block
+            joint.unflatten(0, (-1, agents))[:, lo:hi].copy_(rows.unflatten(0, (-1, hi - lo)))
+        else:
+            joint.index_copy_(0, self.slots, rows)
 
 
 def agent_roles(env) -> list[str] | None:
@@ -107,17 +127,20 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
     games = num_slots // agents_per_game
     groups = []
     for name, ids in assignment.items():
+        block = None
         if ids is None:
             slots, n = None, num_slots
         else:
             slots = (torch.arange(games, device=device).unsqueeze(1) * agents_per_game
                      + torch.tensor(ids, device=device).unsqueeze(0)).reshape(-1)
             n = slots.shape[0]
+            if ids == list(range(ids[0], ids[0] + len(ids))):  # sorted, one range
+                block = (agents_per_game, ids[0], ids[0] + len(ids))
         learner = build_learner(config.policy_config(name), obs_dim, spec, n, device,
                                 generator, config.trainer.fused_kernels, masked=multi_agent,
                                 compile_update=config.trainer.compile_update)
         groups.append(PolicyGroup(name, slots, learner,
-                                  EpisodeStats(n, device, masked=multi_agent)))
+                                  EpisodeStats(n, device, masked=multi_agent), block))
     steps = {g.learner.steps_per_iteration for g in groups}
     if len(steps) > 1:
         raise ValueError("all policies must use the same num_steps (ppo, a2c) or "
@@ -143,5 +166,5 @@ def join_actions(groups: list[PolicyGroup], actions: list[torch.Tensor],
     if joint is None:
         return actions[0]
     for g, a in zip(groups, actions, strict=True):
-        joint.index_copy_(0, g.slots, a)
+        g.put(joint, a)
     return joint

@@ -49,7 +49,7 @@ def test_select_and_put_match_the_indexed_rows(overrides, blocks):
             assert torch.equal(selected, tensor.index_select(0, g.slots))
         actions.append(torch.randint(0, 3, (g.slots.shape[0], 2)))
     expected = torch.zeros_like(joint)
-    for g, a in zip(groups, actions):
+    for g, a in zip(groups, actions, strict=True):
         expected.index_copy_(0, g.slots, a)
     assert torch.equal(join_actions(groups, actions, joint), expected)
     # every slot written once, by its policy

@@ -2,6 +2,7 @@
 
     python scripts/bench_vs_warpdrive_trainer.py out.json --seconds 120
     python scripts/bench_vs_warpdrive_trainer.py out.json --iterations 20
+    python scripts/bench_vs_warpdrive_trainer.py out.json --seconds 15 --rounds 5
 
 (WarpDrive side: ``PYTHONPATH=$PEERS_PATH``; see .device-kit/README.md.) In one process,
 on one GPU, three trainers learn WarpDrive 2.7.1's ``tag_continuous`` (100 games x 110
@@ -15,8 +16,11 @@ agents, 10 taggers and 100 runners, two policies):
 
 Each trains for ``--seconds`` of training time (roll-out + update; WarpDrive's
 ``perf_stats.total_time``, ours the logged ``time``) or for ``--iterations`` WarpDrive
-iterations' worth of agent-steps (N x 2.75M). Reported: agent-steps/s over the whole run
-and past its first iteration (warm-up), then for each trainer's policies the 2x2 games
+iterations' worth of agent-steps (N x 2.75M). ``--rounds N`` trains every trainer N times,
+alternating (a fresh trainer each time, as WarpDrive's rate moves between runs), and reports
+each trainer's median round (the lower middle one for an even N; every round's rates are in
+the JSON); the games below use the last round's policies. Reported: agent-steps/s over the
+whole run and past its first iteration (warm-up), then for each trainer's policies the 2x2 games
 against random play (:func:`gpu_vecenv.train.versus_random.versus_random`: runners tagged
 per game by trained/random taggers among trained/random runners), with the most likely
 actions and with sampled ones, on the same ``--eval-games`` games for all (seeded fresh
@@ -73,6 +77,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "same for every trainer)")
     parser.add_argument("--eval-games", type=int, default=100,
                         help="games per pairing of the 2x2 (default 100)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="train every trainer this many times, alternating; the table "
+                             "shows each one's median round (default 1)")
     parser.add_argument("--seed", type=int, default=1, help="training seed of every trainer")
     parser.add_argument("--eval-seed", type=int, default=12345)
     parser.add_argument("--device", default="cuda")
@@ -90,6 +97,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if (args.seconds is not None and args.seconds <= 0) or \
             (args.iterations is not None and args.iterations < 1):
         parser.error("--seconds must be > 0 and --iterations >= 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     args.trainers = [t.strip() for t in args.trainers.split(",") if t.strip()]
     unknown = sorted(set(args.trainers) - set(TRAINERS))
     if unknown or not args.trainers:
@@ -116,6 +125,18 @@ def throughput(rows: list[dict]) -> dict[str, Any]:
         out["agent_steps_per_s_after_first"] = ((last["global_step"] - first["global_step"])
                                                 / (last["time"] - first["time"]))
     return out
+
+
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The throughput of the median round by agent-steps/s (the lower middle one for an
+    even count) among ``rounds`` (throughput dicts; ``{"error": ...}`` for a failed
+    round, left out), with ``rounds`` and ``rounds_agent_steps_per_s`` added."""
+    done = sorted((r for r in rounds if "agent_steps_per_s" in r),
+                  key=lambda r: r["agent_steps_per_s"])
+    if not done:
+        raise ValueError("no round finished")
+    return {**done[(len(done) - 1) // 2], "rounds": len(done),
+            "rounds_agent_steps_per_s": [r.get("agent_steps_per_s") for r in rounds]}
 
 
 def warpdrive_config() -> tuple[dict[str, Any], bool | None]:
@@ -250,6 +271,11 @@ def table(results: dict[str, Any]) -> str:
                      f"{t.get('agent_steps_per_s_after_first', float('nan')):>14,.0f} "
                      f"{ratio:>11}")
     for name, r in results["trainers"].items():
+        per_round = r.get("throughput", {}).get("rounds_agent_steps_per_s")
+        if per_round:
+            text = ", ".join("failed" if v is None else f"{v:,.0f}" for v in per_round)
+            lines.append(f"{name}: agent-steps/s by round {text} (the median round above)")
+    for name, r in results["trainers"].items():
         if "versus_random" in r:
             lines += ["", f"{name}:", format_table(r["versus_random"]["most_likely"])]
         elif "versus_random_error" in r:
@@ -321,22 +347,38 @@ def main(argv: list[str] | None = None) -> int:
         "game": dataclasses.asdict(cfg.tag_params(wd_config, fixed)),
         "a2c_differences": list(cfg.A2C_DIFFERENCES), "trainers": {}, "cross_play": {}}
     trained: dict[str, tuple[Any, dict]] = {}  # name: (the config it plays under, models)
-    for name in args.trainers:
-        print(f"training {name} ...", flush=True)
-        try:
-            record, config, models = train_one(name, wd_config, args, fixed, total)
-        except Exception:  # keep the others' results; say what failed
-            record, models = {"error": traceback.format_exc()}, None
-        if models is not None:
-            print(f"2x2 of {name} ...", flush=True)
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in args.trainers}
+    for round_ in range(1, args.rounds + 1):
+        last = round_ == args.rounds
+        for name in args.trainers:
+            print(f"training {name}" + (f", round {round_}" if args.rounds > 1 else "")
+                  + " ...", flush=True)
             try:
-                record["versus_random"] = two_by_two(config, models, args)
-            except Exception:
-                record["versus_random_error"] = traceback.format_exc()
-        results["trainers"][name] = record
-        if models is not None:
-            trained[name] = (config, models)
-        Path(args.output).write_text(json.dumps(results, indent=2, default=str) + "\n")
+                record, config, models = train_one(name, wd_config, args, fixed, total)
+            except Exception:  # keep the others' results; say what failed
+                record, models = {"error": traceback.format_exc()}, None
+            rounds[name].append(record.get("throughput") or {"error": record["error"]})
+            if args.rounds > 1:
+                try:
+                    record["throughput"] = median_round(rounds[name])
+                except ValueError:  # no round of it finished yet
+                    pass
+            if not last:
+                del models  # the next round's trainer needs the memory
+                results["trainers"][name] = record
+                Path(args.output).write_text(json.dumps(results, indent=2, default=str)
+                                             + "\n")
+                continue
+            if models is not None:
+                print(f"2x2 of {name} ...", flush=True)
+                try:
+                    record["versus_random"] = two_by_two(config, models, args)
+                except Exception:
+                    record["versus_random_error"] = traceback.format_exc()
+            results["trainers"][name] = record
+            if models is not None:
+                trained[name] = (config, models)
+            Path(args.output).write_text(json.dumps(results, indent=2, default=str) + "\n")
     if "warpdrive" in trained:
         wd_eval_config, wd_models = trained["warpdrive"]
         for name in (n for n in trained if n != "warpdrive"):

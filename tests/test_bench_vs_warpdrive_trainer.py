@@ -466,3 +466,57 @@ def test_eval_config_changes_only_the_start_layouts(script):
                                             fixed_start_positions=False)
     assert config.trainer.env_kwargs["fixed_start_positions"] is True  # not changed
     assert fresh.policies == config.policies and fresh.a2c == config.a2c
+
+
+def test_median_round_takes_the_middle_finished_round(script):
+    rounds = [{"agent_steps_per_s": 3.0, "iterations": 30}, {"error": "boom"},
+              {"agent_steps_per_s": 1.0, "iterations": 10},
+              {"agent_steps_per_s": 2.0, "iterations": 20},
+              {"agent_steps_per_s": 4.0, "iterations": 40}]
+    median = script.median_round(rounds)
+    assert (median["agent_steps_per_s"], median["iterations"]) == (2.0, 20)  # lower middle
+    assert median["rounds"] == 4
+    assert median["rounds_agent_steps_per_s"] == [3.0, None, 1.0, 2.0, 4.0]
+    assert script.median_round(rounds[:3])["agent_steps_per_s"] == 1.0
+    with pytest.raises(ValueError, match="no round finished"):
+        script.median_round([{"error": "boom"}])
+    with pytest.raises(SystemExit):
+        script.parse_args(["o.json", "--seconds", "1", "--rounds", "0"])
+
+
+def test_rounds_alternate_and_the_games_use_the_last_round(script, monkeypatch, tmp_path):
+    """Every trainer trained once a round, in turn; each reports its median round and every
+    round's rate; the 2x2 and the cross-play play the last round's policies."""
+    trained, played = [], []
+    rates = {"ours_a2c": iter([10.0, 30.0, 20.0]), "warpdrive": iter([2.0, 1.0, 3.0])}
+
+    def fake_train_one(name, wd_config, args, fixed, total):
+        trained.append(name)
+        rate = next(rates[name])
+        throughput = {"iterations": 1, "agent_steps": 1, "seconds": 1.0,
+                      "agent_steps_per_s": rate}
+        return {"throughput": throughput}, f"config of {name}", {"tagger": f"{name} {rate}",
+                                                                 "runner": f"{name} {rate}"}
+
+    def fake_two_by_two(config, models, args):
+        played.append(models["tagger"])
+        cell = {"taggers": "trained", "runners": "trained", "runners_tagged_per_game": 1.0,
+                "mean_steps_to_tag": 5.0}
+        return {mode: {"pairings": [cell]} for mode in ("most_likely", "sampled")}
+
+    monkeypatch.setattr(script, "train_one", fake_train_one)
+    monkeypatch.setattr(script, "two_by_two", fake_two_by_two)
+    monkeypatch.setattr(script, "table", lambda results: "")
+    out = tmp_path / "out.json"
+    assert script.main([str(out), "--seconds", "1", "--rounds", "3", "--trainers",
+                        "ours_a2c,warpdrive", "--device", "cpu"]) == 0
+    assert trained == ["ours_a2c", "warpdrive"] * 3
+    import json
+
+    results = json.loads(out.read_text())
+    a2c, wd = (results["trainers"][n]["throughput"] for n in ("ours_a2c", "warpdrive"))
+    assert (a2c["agent_steps_per_s"], wd["agent_steps_per_s"]) == (20.0, 2.0)
+    assert a2c["rounds_agent_steps_per_s"] == [10.0, 30.0, 20.0]
+    # the 2x2 of each trainer, then the cross-play (ours against WarpDrive, both ways), all
+    # with the last round's networks
+    assert played == ["ours_a2c 20.0", "warpdrive 3.0", "ours_a2c 20.0", "warpdrive 3.0"]

@@ -22,6 +22,7 @@ CPU time of torch's ops (the profiler's CPU view).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -141,7 +142,9 @@ def main() -> int:
         parser.error("--iterations must be >= 1 and --warmup >= 0")
     with tempfile.TemporaryDirectory() as tmp:
         trainer = build_trainer(args.config, args.overrides, args.device, Path(tmp) / "run")
-        with trainer:
+        # an earlier commit's Trainer (PYTHONPATH=its tree, for a before/after in one call)
+        # is not a context manager
+        with trainer if hasattr(trainer, "__enter__") else contextlib.nullcontext(trainer):
             for _ in range(args.warmup):
                 trainer.phases.collect()
                 trainer.phases.update()

@@ -6,7 +6,9 @@
 #           job from process start (cold and warm kernel cache), WarpDrive's own trainer
 #           beside ours (scripts/bench_vs_warpdrive_trainer.py). PROFILE_CONFIGS,
 #           PROFILE_VARIANTS (e.g. "highest high high,compile"), MAIN_RUNS and WARPDRIVE=0
-#           choose the parts (an empty MAIN_RUNS or PROFILE_CONFIGS: none); WD_ARGS: more
+#           choose the parts (an empty MAIN_RUNS or PROFILE_CONFIGS: none);
+#           PROFILE_BEFORE_TREE (e.g. .bench-before, carried) profiles each config first as
+#           that earlier tree trains it, for a before/after in one call; WD_ARGS: more
 #           arguments of the WarpDrive comparison (e.g. "--set trainer.matmul_precision=high")
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
 #   mainjob: the README's main job with other num_envs / learning rates and seeds
@@ -84,6 +86,18 @@ train)
   for name in ${PROFILE_CONFIGS-tag_ppo tag_same_speed}; do  # PROFILE_CONFIGS="": none
     config="$name"
     [ -f "$work/wd_configs/$name.yaml" ] && config="$work/wd_configs/$name.yaml"
+    if [ -n "${PROFILE_BEFORE_TREE:-}" ]; then  # e.g. .bench-before: that commit's trainer and
+      # config as it shipped them, first (its gpu_vecenv/ gets cuda_src, envs and adapters
+      # linked, as gpu_refactor_bench.sh links them: the installed layout's mapping)
+      for sub in cuda_src envs adapters; do
+        [ -e "$PROFILE_BEFORE_TREE/gpu_vecenv/$sub" ] || ln -s "../$sub" "$PROFILE_BEFORE_TREE/gpu_vecenv/$sub"
+      done
+      PYTHONPATH="$PWD/$PROFILE_BEFORE_TREE" GPU_VECENV_CACHE_DIR=$work/cache_before \
+        timeout 150 python3 scripts/profile_train.py "$config" "$d/profile_${name}_before.json" \
+        > "$d/profile_${name}_before.log" 2>&1
+      echo "${name}_before exit $? ($SECONDS s)"
+      grep -E "steps/s|matrix products" "$d/profile_${name}_before.log" | cut -c1-200
+    fi
     for variant in ${PROFILE_VARIANTS:-highest high}; do
       label="${name}_${variant/,/_}"
       # shellcheck disable=SC2046  # the variant's arguments, one word each

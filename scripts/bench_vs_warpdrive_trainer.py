@@ -363,21 +363,15 @@ def main(argv: list[str] | None = None) -> int:
                     record["throughput"] = median_round(rounds[name])
                 except ValueError:  # no round of it finished yet
                     pass
-            if not last:
-                del models  # the next round's trainer needs the memory
-                results["trainers"][name] = record
-                Path(args.output).write_text(json.dumps(results, indent=2, default=str)
-                                             + "\n")
-                continue
-            if models is not None:
+            if last and models is not None:  # the games: the last round's policies
                 print(f"2x2 of {name} ...", flush=True)
                 try:
                     record["versus_random"] = two_by_two(config, models, args)
                 except Exception:
                     record["versus_random_error"] = traceback.format_exc()
-            results["trainers"][name] = record
-            if models is not None:
                 trained[name] = (config, models)
+            del models  # an earlier round's networks: the next trainer needs the memory
+            results["trainers"][name] = record
             Path(args.output).write_text(json.dumps(results, indent=2, default=str) + "\n")
     if "warpdrive" in trained:
         wd_eval_config, wd_models = trained["warpdrive"]

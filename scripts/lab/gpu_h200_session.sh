@@ -33,6 +33,7 @@ mkdir -p "$d"
 pack() { tar czf "$OUT/$stage.tar.gz" -C "$work" "$stage"; }
 trap pack EXIT
 export PYTHONUNBUFFERED=1
+source scripts/lab/earlier_tree.sh  # link_earlier_tree
 left() { echo $(( ${CALL_S:-$1} - SECONDS )); }  # seconds left of the call (CALL_S or $1)
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 # the README's main job as LABEL with more train arguments: its log in $d/main_job_LABEL.log,
@@ -87,11 +88,8 @@ train)
     config="$name"
     [ -f "$work/wd_configs/$name.yaml" ] && config="$work/wd_configs/$name.yaml"
     if [ -n "${PROFILE_BEFORE_TREE:-}" ]; then  # e.g. .bench-before: that commit's trainer and
-      # config as it shipped them, first (its gpu_vecenv/ gets cuda_src, envs and adapters
-      # linked, as gpu_refactor_bench.sh links them: the installed layout's mapping)
-      for sub in cuda_src envs adapters; do
-        [ -e "$PROFILE_BEFORE_TREE/gpu_vecenv/$sub" ] || ln -s "../$sub" "$PROFILE_BEFORE_TREE/gpu_vecenv/$sub"
-      done
+      # config as it shipped them, first
+      link_earlier_tree "$PROFILE_BEFORE_TREE"
       PYTHONPATH="$PWD/$PROFILE_BEFORE_TREE" GPU_VECENV_CACHE_DIR=$work/cache_before \
         timeout 150 python3 scripts/profile_train.py "$config" "$d/profile_${name}_before.json" \
         > "$d/profile_${name}_before.log" 2>&1

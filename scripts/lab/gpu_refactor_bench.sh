@@ -18,17 +18,13 @@ here="$PWD"
 use() {  # $1 = before | after: the side's tree first on sys.path (the installed package,
   # which other processes on the machine may be using, stays as it is)
   if [ "$1" = before ]; then tree="${BEFORE_TREE:-.bench-before}"; else tree=.; fi
-  # the installed layout maps gpu_vecenv.cuda_src, .envs and .adapters to cuda_src/, envs/
-  # and adapters/; links give the side's tree the same (else the installed tree's kernels
-  # and env modules would be found)
-  for sub in cuda_src envs adapters; do
-    [ "$tree" = . ] || [ -e "$tree/gpu_vecenv/$sub" ] || ln -s "../$sub" "$tree/gpu_vecenv/$sub"
-  done
+  [ "$tree" = . ] || link_earlier_tree "$tree"
   export PYTHONPATH="$here/$tree"
   echo "$1: $(cd "$tree" && python3 -c 'import gpu_vecenv.backends.compiler as c, gpu_vecenv.envs.tag as t; print(c.CUDA_SRC, t.__file__)')"
   export GPU_VECENV_CACHE_DIR=/tmp/gv_cache_$1
 }
 source "$here/scripts/lab/bench_sides.sh"  # run, classic, tag
+source "$here/scripts/lab/earlier_tree.sh"  # link_earlier_tree
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 stages="${STAGES:-large small}"  # "train": only the PPO trainer's rounds
 points="${POINTS:-classic tag}"    # the env benchmarks of the large and small stages

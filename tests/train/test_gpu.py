@@ -126,6 +126,7 @@ def test_graphs_required_but_impossible_is_a_clear_error(tmp_path):
                             backend="torch", num_envs=64, run_dir=str(tmp_path), **COMMON))
 
 
+@pytest.mark.usefixtures("hard_time_limit")
 @pytest.mark.parametrize("env", ["GPUPendulum-v1", "GPUCartPole-v1"])
 @pytest.mark.parametrize("fused", ["true", "false"])
 def test_a_diverged_policy_stops_the_run_as_diverged(tmp_path, env, fused):

@@ -5,8 +5,9 @@
 
 Runs ``gpu-vecenv train`` in this process (the arguments as the command takes them;
 default ``--env GPUCartPole-v1``) and records, in seconds since the process started
-(``/proc``): the imports done, the trainer built, its first and last logged rows, the
-stop check's evaluation, the run's end and the command's return; also how many
+(``/proc``): torch imported, our modules imported, CUDA initialized, its first tensor
+made (the imports and CUDA init done), the trainer built, its first and last logged rows,
+the stop check's evaluation, the run's end and the command's return; also how many
 checkpoints were written and how long they took. Writes JSON, prints a table.
 """
 
@@ -34,11 +35,15 @@ def main() -> int:
 
     import torch
 
+    mark("torch_imported")
     from gpu_vecenv.cli import main as cli_main
     from gpu_vecenv.train import stopping, trainer
 
+    mark("gpu_vecenv_imported")
     if torch.cuda.is_available():
         torch.cuda.init()
+        mark("cuda_initialized")
+        torch.zeros(1, device="cuda")
     mark("imports_and_cuda_init")
     saves: list[float] = []
     cls = trainer.Trainer

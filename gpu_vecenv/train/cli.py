@@ -25,6 +25,7 @@ import traceback
 import typing
 from pathlib import Path
 
+from gpu_vecenv import cuda_warmup
 from gpu_vecenv.train.config import SECTIONS
 from gpu_vecenv.train.config_help import config_help, config_yaml
 from gpu_vecenv.train.config_loading import load_yaml
@@ -111,7 +112,15 @@ def _num_envs(text: str) -> int | str:
 
 def resolve_config(args: argparse.Namespace):
     """The validated config of the command line (no env is built)."""
-    from gpu_vecenv.train.config_loading import apply_override, config_from_dict
+    from gpu_vecenv.train.config_loading import config_from_dict
+
+    return config_from_dict(raw_config(args))
+
+
+def raw_config(args: argparse.Namespace) -> dict:
+    """The command line's settings as a config mapping, not yet validated (validating
+    imports the env's definition, and with it torch)."""
+    from gpu_vecenv.train.config_loading import apply_override
     from gpu_vecenv.train.shipped_configs import default_config_path, resolve_config_path
 
     raw: dict = {}
@@ -156,19 +165,26 @@ def resolve_config(args: argparse.Namespace):
         trainer["progress"] = False
     if args.resume:
         trainer["run_dir"] = str(args.resume)
-    return config_from_dict(raw)
+    return raw
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpu_vecenv.train import distributed
+    from gpu_vecenv.train.config_loading import config_from_dict
 
-    config = resolve_config(args)
+    raw = raw_config(args)
+    device = raw["trainer"].get("device", "auto")
+    if isinstance(device, str) and args.gpus in (None, 1) and not (
+            args.help_config or args.print_config):  # this process will train on `device`:
+        cuda_warmup.start(device)  # CUDA starts while torch is imported (next line)
+    config = config_from_dict(raw)
     if args.help_config:
         sys.stdout.write(config_help(config, args))
         return 0
     if args.print_config:
         sys.stdout.write(config_yaml(config))
         return 0
+    from gpu_vecenv.train import distributed
+
     if args.gpus is not None and args.gpus != 1:
         if distributed.launched():
             raise ValueError("--gpus starts torchrun itself: under torchrun leave it out")

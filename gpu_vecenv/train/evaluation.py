@@ -9,6 +9,7 @@ have finished.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,16 +101,29 @@ class PlayedEpisodes:
     the live steps of its slots, number of those steps), for every played network"""
 
 
+EVAL_CHUNK_STEPS = 32
+"""Steps an evaluation plays between two checks whether every episode has ended; on the
+CUDA kernels they are one CUDA-graph replay (:func:`gpu_vecenv.capture_rollout`)."""
+
+
 @torch.no_grad()
 def play_episodes(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
                   device: torch.device, *, seed: int | None = None,
                   random_policy: bool | str | list[str] = False, stochastic: bool = False,
                   gif_path: str | Path | None = None, max_steps: int = 100_000,
-                  entropy: bool = False) -> PlayedEpisodes:
+                  entropy: bool = False, capture: bool = True) -> PlayedEpisodes:
     """Play ``episodes`` episodes (games), one per env, from the evaluation seed
     (``seed``, default the run's, offset so evaluation never replays training seeds);
     the arguments are :func:`evaluate`'s. ``entropy``: also sum each trained policy's
-    entropy over the steps where its slots are live."""
+    entropy over the steps where its slots are live. ``capture=False``: no CUDA graph (to
+    compare; the results are the same).
+
+    The policies and the env run :data:`EVAL_CHUNK_STEPS` steps at a time through
+    :func:`~gpu_vecenv.capture_rollout`: captured as a CUDA graph on the CUDA kernels,
+    eager elsewhere and while drawing a GIF (a frame a step). Either way the steps, the
+    actions and the sums are the eager loop's, so every backend's evaluation is what it
+    was step by step."""
+    from gpu_vecenv.captured_rollout import capture_problems, capture_rollout
     from gpu_vecenv.entry_points import make_vec
 
     if not isinstance(models, dict):
@@ -137,12 +151,6 @@ def play_episodes(config: Config, models: dict[str, torch.nn.Module] | list, epi
         (t.seed if seed is None else seed) + _EVAL_SEED_OFFSET)
     obs, _ = env.reset(seed=(t.seed if seed is None else seed) + _EVAL_SEED_OFFSET)
     n = env.num_envs
-    returns = torch.zeros(n, device=device)
-    lengths = torch.zeros(n, device=device)
-    finished = torch.zeros(n, dtype=torch.bool, device=device)
-    terminated_first = torch.zeros(n, dtype=torch.bool, device=device)
-    entropy_sums = {name: [torch.zeros((), device=device), 0.0] for name in names}
-    frames = []
     if isinstance(random_policy, bool):
         random_names = set(names) if random_policy else set()
     else:
@@ -151,37 +159,66 @@ def play_episodes(config: Config, models: dict[str, torch.nn.Module] | list, epi
         if unknown:
             raise ValueError(f"random_policy names unknown policies {unknown}; "
                              f"policies: {names}")
-    for step in range(max_steps):
-        if render and not bool(finished[0]):
-            frames.extend(_frames(env))
+    slots = [slot_owner == k for k in range(len(names))]  # each policy's slots, (n,) bool
+    where = [m if spec.kind == "discrete" else m.unsqueeze(-1) for m in slots]
+    random_action = _random_action_sampler(spec, n, device, generator)
+    low = high = None
+    if spec.kind == "box":  # made here: a host-to-device copy cannot be captured
+        low = torch.tensor(spec.low, device=device)
+        high = torch.tensor(spec.high, device=device)
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        """Every slot's action from its policy: ``(n, *action_shape)``."""
         action = torch.zeros((n, *spec.action_shape), dtype=spec.dtype, device=device)
         for k, name in enumerate(names):
-            mask = slot_owner == k
             if name in random_names:
-                chosen = _random_actions(spec, n, device, generator)
+                chosen = random_action()
             elif stochastic and hasattr(models[name], "act"):
                 chosen, _ = models[name].act(obs, generator)
             else:
                 chosen = models[name].deterministic_action(obs)
                 if spec.kind == "box":
-                    chosen = torch.clamp(chosen, torch.tensor(spec.low, device=device),
-                                         torch.tensor(spec.high, device=device))
-            if entropy and name not in random_names and hasattr(models[name], "evaluate"):
-                live = mask & ~finished
-                _, ent, _ = models[name].evaluate(obs, chosen)
-                entropy_sums[name][0] += (ent * live).sum()
-                entropy_sums[name][1] += live.sum()
-            if spec.kind != "discrete":
-                mask = mask.unsqueeze(-1)
-            action = torch.where(mask, chosen.to(spec.dtype), action)
-        obs, reward, terminated, truncated, _ = env.step(action)
-        live = ~finished
-        returns += reward * live
-        lengths += live.float()
-        terminated_first |= terminated & live
-        finished |= terminated | truncated
-        if step % 32 == 31 and bool(finished.all()):
+                    chosen = torch.clamp(chosen, low, high)
+            action = torch.where(where[k], chosen.to(spec.dtype), action)
+        return action
+
+    capture = (capture and not render and device.type == "cuda" and env.backend_name == "cuda"
+               and not capture_problems(env))
+    chunk = 1 if render else min(EVAL_CHUNK_STEPS, max_steps)
+    rollout = capture_rollout(env, act, chunk, generators=[generator], warmup_calls=1,
+                              capture=capture)
+    returns = torch.zeros(n, device=device)
+    lengths = torch.zeros(n, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    terminated_first = torch.zeros(n, dtype=torch.bool, device=device)
+    measured = [k for k, name in enumerate(names)
+                if entropy and name not in random_names and hasattr(models[name], "evaluate")]
+    entropy_sums = {names[k]: [torch.zeros((), device=device), 0.0] for k in measured}
+    frames = []
+    played = 0
+    while played < max_steps:
+        if render and not bool(finished[0]):
+            frames.extend(_frames(env))
+        trajectory = rollout(obs)
+        obs = trajectory.next_obs
+        for step in range(min(chunk, max_steps - played)):
+            live = ~finished
+            for k in measured:  # the entropy does not depend on the action
+                _, ent, _ = models[names[k]].evaluate(trajectory.obs[step],
+                                                      trajectory.actions[step])
+                measured_slots = slots[k] & live
+                entropy_sums[names[k]][0] += (ent * measured_slots).sum()
+                entropy_sums[names[k]][1] += measured_slots.sum()
+            terminated = trajectory.terminated[step]
+            returns += trajectory.rewards[step] * live
+            lengths += live.float()
+            terminated_first |= terminated & live
+            finished |= terminated | trajectory.truncated[step]
+        played += chunk
+        if played % EVAL_CHUNK_STEPS == 0 and bool(finished.all()):
             break
+    rollout.check_errors()
+    del rollout  # its graph and memory, before the next evaluation captures its own
     env.close()
     if not bool(finished.all()):
         raise RuntimeError(f"evaluation: episodes did not end within {max_steps} steps")
@@ -190,7 +227,7 @@ def play_episodes(config: Config, models: dict[str, torch.nn.Module] | list, epi
     return PlayedEpisodes(
         games, agents, names, owner, random_names, returns, lengths, terminated_first,
         {name: (float(total), int(count)) for name, (total, count) in entropy_sums.items()
-         if entropy and int(count) > 0})
+         if int(count) > 0})
 
 
 def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes: int,
@@ -229,18 +266,24 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
     return result
 
 
-def _random_actions(spec: ActionSpec, n: int, device: torch.device,
-                    generator: torch.Generator) -> torch.Tensor:
+def _random_action_sampler(spec: ActionSpec, n: int, device: torch.device,
+                           generator: torch.Generator) -> Callable[[], torch.Tensor]:
+    """``() -> (n, *action_shape)`` uniform random actions drawn from ``generator``; the
+    space's bounds go to the device once, here (a host-to-device copy cannot be captured)."""
     if spec.kind == "box":
         low = torch.tensor(spec.low, device=device)
         high = torch.tensor(spec.high, device=device)
-        return low + (high - low) * torch.rand((n, len(spec.low)), device=device,
-                                               generator=generator)
+        return lambda: low + (high - low) * torch.rand((n, len(spec.low)), device=device,
+                                                       generator=generator)
     nvec = torch.tensor(spec.nvec, device=device)
     start = torch.tensor(spec.start, device=device)
-    u = torch.rand((n, len(spec.nvec)), device=device, generator=generator)
-    action = (u * nvec).long() + start
-    return action[:, 0] if spec.kind == "discrete" else action
+
+    def sample() -> torch.Tensor:
+        u = torch.rand((n, len(spec.nvec)), device=device, generator=generator)
+        action = (u * nvec).long() + start
+        return action[:, 0] if spec.kind == "discrete" else action
+
+    return sample
 
 
 def _frames(env) -> list:

@@ -203,3 +203,37 @@ def test_a_compiled_update_is_captured_and_trains_as_the_eager_one(tmp_path, ove
     for a, b in zip(eager_rows, compiled_rows, strict=True):
         for k in (k for k in a if k.split("/")[-1] in ("loss", "entropy", "value_loss")):
             assert b[k] == pytest.approx(a[k], rel=1e-3, abs=1e-4), (a["iteration"], k)
+
+
+@pytest.mark.usefixtures("hard_time_limit")
+@pytest.mark.parametrize("config_name, kwargs", [
+    ("pendulum_ddpg", {}),  # Box: the clamped most likely action, 200-step episodes
+    ("tag_ppo", {"stochastic": True, "entropy": True}),  # sampled, from a Generator
+    ("tag_ppo", {"random_policy": "runner"}),  # uniform random runners
+], ids=["box", "tag-sampled", "tag-random-runners"])
+def test_a_captured_evaluation_plays_what_the_eager_one_plays(tmp_path, monkeypatch,
+                                                              config_name, kwargs):
+    """The evaluation replays its steps as CUDA graphs (the stop check's 100 episodes):
+    the same actions, returns, lengths and entropy sums as the eager loop, bit for bit."""
+    from gpu_vecenv.captured_rollout import CapturedRollout
+    from gpu_vecenv.train.evaluation import build_models, play_episodes
+    from gpu_vecenv.train.training_env import make_env
+
+    device = torch.device("cuda")
+    config = load_config(config_name, [], run_dir=str(tmp_path), **COMMON)
+    torch.manual_seed(0)
+    models = build_models(config, make_env(config, device, num_envs=1), device)
+    captures = []
+    capture = CapturedRollout._capture
+    monkeypatch.setattr(CapturedRollout, "_capture",
+                        lambda self: (captures.append(self.num_steps), capture(self))[1])
+    eager = play_episodes(config, models, 8, device, seed=3, capture=False, **kwargs)
+    assert captures == []
+    graphed = play_episodes(config, models, 8, device, seed=3, **kwargs)
+    assert captures == [32]
+    assert eager.lengths.max() > 64  # replays, not only the eager first chunk
+    for name in ("returns", "lengths", "terminated"):
+        assert torch.equal(getattr(graphed, name), getattr(eager, name)), name
+    assert graphed.entropy == eager.entropy
+    assert bool(graphed.entropy) == ("entropy" in kwargs)
+

@@ -238,5 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def console_main() -> None:
+    """The ``gpu-vecenv`` command: :func:`main`, then the process ends without Python's
+    teardown where that is safe (:mod:`gpu_vecenv.fast_exit`)."""
+    from gpu_vecenv.fast_exit import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -17,6 +17,10 @@
 - Env ids: every test starts and ends with only the shipped ids registered, so an env
   that a test registers (or that a tutorial module registers when a test file imports
   it at collection) never leaks into another test.
+- torch's float32 matrix-product precision: every test ends with the one it started
+  with. A trainer sets its config's ``trainer.matmul_precision`` until it is closed (the
+  Tag configs ship TF32, ``high``); a test that leaves one open must not turn a later
+  test's float32 reference (autograd against the fused kernels, say) into TF32.
 """
 
 from __future__ import annotations
@@ -99,3 +103,12 @@ def _only_shipped_env_ids():
     if gymnasium_ids is not None:  # a test that overrode a Gymnasium id gets it back
         gymnasium.registry.clear()
         gymnasium.registry.update(gymnasium_ids)
+
+
+@pytest.fixture(autouse=True)
+def _float32_matmul_precision_restored():
+    before = torch.get_float32_matmul_precision()
+    yield
+    if torch.get_float32_matmul_precision() != before:
+        torch.set_float32_matmul_precision(before)
+

@@ -104,7 +104,7 @@ def torch_backend(out: Path) -> None:
 
 
 def peers_train(out: Path) -> None:
-    warpdrive = _load(PEERS / "vs_warpdrive_trainer.json")["trainers"]
+    warpdrive = _load(PEERS / "vs_warpdrive_trainer_median5_15s.json")["trainers"]
     theirs = warpdrive["warpdrive"]["throughput"]["agent_steps_per_s"]
     bars = [(f"Tag, {name} vs WarpDrive's A2C (agent-steps/s)",
              warpdrive[key]["throughput"]["agent_steps_per_s"] / theirs, 5.0)

@@ -37,7 +37,7 @@ source scripts/lab/earlier_tree.sh  # link_earlier_tree
 left() { echo $(( ${CALL_S:-$1} - SECONDS )); }  # seconds left of the call (CALL_S or $1)
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 # the README's main job as LABEL with more train arguments: its log in $d/main_job_LABEL.log,
-# one line of its wall time from before the process starts
+# one line of its wall time from before the process starts (also appended to $d/walls.txt)
 main_job() {
   local label="$1"; shift
   local t0 t1 rc
@@ -45,7 +45,7 @@ main_job() {
   timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$label" \
     --overwrite "$@" > "$d/main_job_$label.log" 2>&1
   rc=$?; t1=$(now)
-  echo "$label exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s"
+  echo "$label exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s" | tee -a "$d/walls.txt"
 }
 # the train arguments of a variant: "PRECISION[,compile]" (trainer.matmul_precision, and
 # trainer.compile_update=true with ",compile")

@@ -3,9 +3,9 @@
 Once torch is imported, a process spends about half a second after its last statement
 clearing thousands of modules and running C++ destructors (on an H200 machine 0.57-0.63 s
 for a process that made one CUDA tensor, 0.13 s with ``os._exit``; 0.5-0.6 s on a 2-core
-CPU machine after ``import torch``), nothing of which a finished command needs: the operating system frees memory, files and the CUDA
-context anyway. So the command, once its work is done, does what Python's exit would do
-first and skips the rest:
+CPU machine after ``import torch``), nothing of which a finished command needs: the
+operating system frees memory, files and the CUDA context anyway. So the command, once its
+work is done, does what Python's exit would do first and skips the rest:
 
 1. if a thread that is not a daemon still runs, Python would wait for it: then exit as
    usual (nothing is skipped);

@@ -111,4 +111,3 @@ def _float32_matmul_precision_restored():
     yield
     if torch.get_float32_matmul_precision() != before:
         torch.set_float32_matmul_precision(before)
-

@@ -236,4 +236,3 @@ def test_a_captured_evaluation_plays_what_the_eager_one_plays(tmp_path, monkeypa
         assert torch.equal(getattr(graphed, name), getattr(eager, name)), name
     assert graphed.entropy == eager.entropy
     assert bool(graphed.entropy) == ("entropy" in kwargs)
-

@@ -13,6 +13,8 @@
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
 #   mainjob: the README's main job with other num_envs / learning rates and seeds
 #           (MAIN_CANDIDATES="16:0.00025 32:0.001", MAIN_SEEDS="1 2 3 4 5")
+#   startup: the main job with its CUDA warm-up thread, then its fast exit, switched off in
+#           turn, alternating (STARTUP_RUNS rounds, default 10), and each variant's median
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
 #           TOTAL_STEPS (default 1e9) in each of CURVE_VARIANTS (default "highest high";
 #           as PROFILE_VARIANTS)
@@ -129,6 +131,31 @@ mainjob)
     done
   done
   ;;
+startup)
+  # the README main job with each of its start-up switches off in turn, alternating, STARTUP_RUNS
+  # rounds (default 10; seed = round): both on, GPU_VECENV_CUDA_WARMUP=0, GPU_VECENV_FAST_EXIT=0;
+  # walls in walls.txt, then each variant's median
+  gpu-vecenv compile -j 16 | tail -1
+  for round in $(seq "${STARTUP_RUNS:-10}"); do
+    for variant in both nowarm nofast; do
+      warm=1; fast=1
+      [ "$variant" = nowarm ] && warm=0
+      [ "$variant" = nofast ] && fast=0
+      GPU_VECENV_CUDA_WARMUP=$warm GPU_VECENV_FAST_EXIT=$fast \
+        main_job "${variant}_$round" --no-progress --seed "$round" > /dev/null
+    done
+    [ "$(left 585)" -gt 25 ] || break
+  done
+  python3 - "$d/walls.txt" <<'PY'
+import collections, statistics, sys
+walls = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, _, _, _, wall, _ = line.split()
+    walls[label.rsplit("_", 1)[0]].append(float(wall))
+for variant, values in walls.items():
+    print(f"{variant}: median {statistics.median(values):.2f} s over {len(values)}: {values}")
+PY
+  ;;
 purejaxrl)
   peers
   PYTHONPATH=$PEERS_PATH timeout "$(left 585)" python3 scripts/bench_vs_purejaxrl.py \
@@ -166,6 +193,6 @@ checks)
   [ -f "$work/refactor.tar.gz" ] || python3 scripts/lab/compare_paths.py "$work/refactor" before after
   ;;
 *)
-  echo "usage: gpu_h200_session.sh train|mainjob|purejaxrl|curves|checks"; exit 2
+  echo "usage: gpu_h200_session.sh train|mainjob|startup|purejaxrl|curves|checks"; exit 2
   ;;
 esac

@@ -161,11 +161,12 @@ def play_episodes(config: Config, models: dict[str, torch.nn.Module] | list, epi
                              f"policies: {names}")
     slots = [slot_owner == k for k in range(len(names))]  # each policy's slots, (n,) bool
     where = [m if spec.kind == "discrete" else m.unsqueeze(-1) for m in slots]
-    random_action = _random_action_sampler(spec, n, device, generator)
     low = high = None
     if spec.kind == "box":  # made here: a host-to-device copy cannot be captured
         low = torch.tensor(spec.low, device=device)
         high = torch.tensor(spec.high, device=device)
+    random_action = (_random_action_sampler(spec, n, device, generator, low, high)
+                     if random_names else None)
 
     def act(obs: torch.Tensor) -> torch.Tensor:
         """Every slot's action from its policy: ``(n, *action_shape)``."""
@@ -267,12 +268,12 @@ def evaluate(config: Config, models: dict[str, torch.nn.Module] | list, episodes
 
 
 def _random_action_sampler(spec: ActionSpec, n: int, device: torch.device,
-                           generator: torch.Generator) -> Callable[[], torch.Tensor]:
-    """``() -> (n, *action_shape)`` uniform random actions drawn from ``generator``; the
-    space's bounds go to the device once, here (a host-to-device copy cannot be captured)."""
+                           generator: torch.Generator, low: torch.Tensor | None,
+                           high: torch.Tensor | None) -> Callable[[], torch.Tensor]:
+    """``() -> (n, *action_shape)`` uniform random actions drawn from ``generator``
+    (``low``, ``high``: a Box's bounds on the device); a discrete space's sizes go to the
+    device once, here (a host-to-device copy cannot be captured)."""
     if spec.kind == "box":
-        low = torch.tensor(spec.low, device=device)
-        high = torch.tensor(spec.high, device=device)
         return lambda: low + (high - low) * torch.rand((n, len(spec.low)), device=device,
                                                        generator=generator)
     nvec = torch.tensor(spec.nvec, device=device)

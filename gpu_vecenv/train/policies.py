@@ -39,18 +39,23 @@ class PolicyGroup:
         if self.block is not None:
             # a strided copy: index_select reads an 8-byte index per element (3x a
             # float's traffic, 9x a bool's)
-            agents, lo, hi = self.block
-            return tensor.unflatten(0, (-1, agents))[:, lo:hi].flatten(0, 1)
+            return self._block_view(tensor).flatten(0, 1)
         return tensor.index_select(0, self.slots)
 
     def put(self, joint: torch.Tensor, rows: torch.Tensor) -> None:
         """Write ``rows`` ``(N, ...)`` into this policy's slots of ``joint``
         ``(num_slots, ...)``."""
         if self.block is not None:
-            agents, lo, hi = self.block
-            joint.unflatten(0, (-1, agents))[:, lo:hi].copy_(rows.unflatten(0, (-1, hi - lo)))
+            view = self._block_view(joint)
+            view.copy_(rows.unflatten(0, view.shape[:2]))
         else:
             joint.index_copy_(0, self.slots, rows)
+
+    def _block_view(self, tensor: torch.Tensor) -> torch.Tensor:
+        """This policy's rows of ``tensor`` ``(num_slots, ...)`` as a strided view
+        ``(games, hi - lo, ...)`` (``block`` set)."""
+        agents, lo, hi = self.block
+        return tensor.unflatten(0, (-1, agents))[:, lo:hi]
 
 
 def agent_roles(env) -> list[str] | None:

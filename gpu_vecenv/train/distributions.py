@@ -69,21 +69,45 @@ def _split(logits: torch.Tensor, spec: ActionSpec) -> list[torch.Tensor]:
     return list(torch.split(logits, list(spec.nvec), dim=-1))
 
 
-def _gumbel_argmax(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """A sample of the categorical of ``logits`` (Gumbel-max); -1 (an invalid action, which
-    the env reports) where a row holds a NaN logit, as from a diverged network."""
+def _blocks(logits: torch.Tensor, spec: ActionSpec) -> torch.Tensor | None:
+    """``logits`` ``(B, sum(nvec))`` as ``(B, d, n)`` where every dimension has ``n``
+    categories (Discrete; Tag's MultiDiscrete): one kernel then serves all dimensions.
+    ``None`` for unequal sizes."""
+    if len(set(spec.nvec)) != 1:
+        return None
+    return logits.unflatten(-1, (len(spec.nvec), spec.nvec[0]))
+
+
+def _gumbel_argmax(logits: torch.Tensor, spec: ActionSpec, generator: torch.Generator
+                   ) -> torch.Tensor:
+    """A sample ``(B, d)`` of each dimension's categorical (Gumbel-max) from ``logits``
+    ``(B, sum(nvec))``; -1 (an invalid action, which the env reports) in a dimension
+    whose logits hold a NaN, as from a diverged network.
+
+    One uniform number per logit, drawn in one call in the logits' layout (the fused
+    kernels' noise, :mod:`gpu_vecenv.train.ppo_mlp_kernels`, is laid out the same)."""
     u = torch.rand(logits.shape, device=logits.device, generator=generator)
     u = u.clamp_(min=torch.finfo(u.dtype).tiny)
-    # max propagates NaN: a row with a NaN logit has a NaN maximum (its index, the first
-    # maximal one as argmax's, is replaced)
-    best, index = torch.max(logits - torch.log(-torch.log(u)), dim=-1)
+    scores = logits - torch.log(-torch.log(u))
+    # max propagates NaN: a dimension with a NaN logit has a NaN maximum (its index, the
+    # first maximal one as argmax's, is replaced)
+    blocks = _blocks(scores, spec)
+    if blocks is not None:
+        best, index = torch.max(blocks, dim=-1)
+    else:
+        parts = [torch.max(p, dim=-1) for p in _split(scores, spec)]
+        best = torch.stack([b for b, _ in parts], dim=-1)
+        index = torch.stack([i for _, i in parts], dim=-1)
     return torch.where(torch.isnan(best), -1, index)
 
 
 def _offset(index: torch.Tensor, spec: ActionSpec, sign: int = 1) -> torch.Tensor:
-    # Starts are almost always 0: skip the (host-to-device) offset tensor then.
+    """``index`` ``(B, d)`` (Discrete: ``(B,)``) plus ``sign`` times the space's start."""
+    # Starts are almost always 0: skip the addition (and the offset tensor) then.
     if not any(spec.start):
         return index
+    if spec.kind == "discrete":
+        return index + sign * spec.start[0]
     return index + sign * index.new_tensor(spec.start)
 
 
@@ -99,10 +123,8 @@ def sample(
     if spec.kind == "box":
         noise = torch.randn(params.shape, device=params.device, generator=generator)
         return params + noise * torch.exp(log_std)
-    if spec.kind == "discrete":
-        return _gumbel_argmax(params, generator) + spec.start[0]
-    parts = [_gumbel_argmax(p, generator) for p in _split(params, spec)]
-    return _offset(torch.stack(parts, dim=-1), spec)
+    index = _gumbel_argmax(params, spec, generator)
+    return _offset(index.squeeze(-1) if spec.kind == "discrete" else index, spec)
 
 
 def mode(spec: ActionSpec, params: torch.Tensor) -> torch.Tensor:
@@ -110,7 +132,10 @@ def mode(spec: ActionSpec, params: torch.Tensor) -> torch.Tensor:
     if spec.kind == "box":
         return params
     if spec.kind == "discrete":
-        return torch.argmax(params, dim=-1) + spec.start[0]
+        return _offset(torch.argmax(params, dim=-1), spec)
+    blocks = _blocks(params, spec)
+    if blocks is not None:
+        return _offset(torch.argmax(blocks, dim=-1), spec)
     parts = [torch.argmax(p, dim=-1) for p in _split(params, spec)]
     return _offset(torch.stack(parts, dim=-1), spec)
 
@@ -150,16 +175,23 @@ def _log_prob(spec: ActionSpec, params: torch.Tensor, log_std: torch.Tensor | No
             return log_prob, None
         entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(params.shape[0])
         return log_prob, entropy
+    index = _offset(action, spec, sign=-1)
     if spec.kind == "discrete":
-        index = (action - spec.start[0]).unsqueeze(-1)
-    else:
-        index = _offset(action, spec, sign=-1)
+        index = index.unsqueeze(-1)
+    # Clamped: the invalid action sampled from NaN logits must not index out of range
+    # (its log-probability is NaN through the logits anyway).
+    blocks = _blocks(params, spec)
+    if blocks is not None:  # all dimensions at once, summed as the loop below sums them
+        logp_all = torch.log_softmax(blocks, dim=-1)
+        chosen = index.clamp(0, blocks.shape[-1] - 1).unsqueeze(-1)
+        log_prob = logp_all.gather(-1, chosen).squeeze(-1).sum(-1)
+        if not with_entropy:
+            return log_prob, None
+        return log_prob, -(torch.exp(logp_all) * logp_all).sum(-1).sum(-1)
     log_prob = torch.zeros(params.shape[0], device=params.device)
     entropy = torch.zeros(params.shape[0], device=params.device) if with_entropy else None
     for d, logits in enumerate(_split(params, spec)):
         logp_all = torch.log_softmax(logits, dim=-1)
-        # Clamped: the invalid action sampled from NaN logits must not index out of range
-        # (its log-probability is NaN through the logits anyway).
         chosen = index[:, d:d + 1].clamp(0, logits.shape[-1] - 1)
         log_prob = log_prob + logp_all.gather(-1, chosen).squeeze(-1)
         if entropy is not None:

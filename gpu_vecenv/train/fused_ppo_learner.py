@@ -53,8 +53,10 @@ class FusedPPOLearner(PPOLearner):
 
     @torch.no_grad()
     def act(self, step: int, obs: torch.Tensor) -> torch.Tensor:
-        """:meth:`PPOLearner.act` in one kernel (noise drawn from the same generator)."""
+        """:meth:`PPOLearner.act` in one kernel (noise drawn from the same generator);
+        a block ``(games, agents, D)`` is made contiguous first (the kernel reads rows)."""
         s = self.storage
+        obs = obs.reshape(-1, obs.shape[-1])
         shape = (obs.shape[0], self.spec.head_size)
         if self.spec.kind == "box":
             noise = torch.randn(shape, device=self.device, generator=self.generator)

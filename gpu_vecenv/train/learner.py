@@ -45,7 +45,12 @@ class Learner(Protocol):
         run's iterations (learning-rate annealing, DDPG's warm-up)."""
 
     def act(self, step: int, obs: torch.Tensor) -> torch.Tensor:
-        """Actions ``(N, *A)`` for ``obs`` ``(N, D)`` at row ``step`` of the iteration."""
+        """Actions ``(N, *A)`` for ``obs`` ``(N, D)`` at row ``step`` of the iteration.
+
+        Here and in :meth:`record`, a multi-agent policy's rows may come as a strided
+        view ``(games, agents, ...)`` of the vector's (``games * agents = N``,
+        :meth:`gpu_vecenv.train.policies.PolicyGroup.select`): valid until the env
+        steps again, stored with :func:`gpu_vecenv.train.storage.store`."""
 
     def record(self, step: int, reward: torch.Tensor, terminated: torch.Tensor,
                done: torch.Tensor, final_obs: torch.Tensor,

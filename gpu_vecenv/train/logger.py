@@ -28,7 +28,7 @@ class EpisodeStats:
     def __init__(self, num_slots: int, device: torch.device, masked: bool = False):
         # One (3, N) buffer: the running return, the running length and ones, so that a
         # step's three totals (returns, lengths, count of the episodes that end) are one
-        # product and one sum, and the reset of the ended slots one product.
+        # select and one sum, and the reset of the ended slots one fill.
         self._rows = torch.zeros(3, num_slots, device=device)
         self._rows[2] = 1.0
         self.running_return = self._rows[0]
@@ -41,18 +41,22 @@ class EpisodeStats:
     def update(self, reward: torch.Tensor, done: torch.Tensor,
                active: torch.Tensor | None = None) -> None:
         """One env step: ``reward``, ``done`` ``(N,)``; ``active`` ``(N,)`` bool, which
-        slots' new observations are live (given exactly when ``masked``)."""
+        slots' new observations are live (given exactly when ``masked``). Each may also
+        be a policy's block of the vector's rows, ``(games, agents)`` with ``games *
+        agents = N`` (:meth:`gpu_vecenv.train.policies.PolicyGroup.select`)."""
         if (active is None) != (self.live is None):
             raise ValueError("EpisodeStats.update: pass active exactly when masked")
-        self.running_return += reward
+        rows = self._rows.view(3, *reward.shape)
+        self.running_return.view(reward.shape).add_(reward)
         if self.live is None:
             self.running_length += 1.0
         else:
             self.running_length += self.live
-            self.live.copy_(active)
-        d = done.to(reward.dtype)
-        self.totals += (self._rows * d).sum(1)
-        self._rows[:2].mul_(1.0 - d)  # (not `*=` on the slice: its write-back is a copy)
+            self.live.view(active.shape).copy_(active)
+        # the ended episodes' sums (as ``rows * done`` would, without the float copy)
+        ended = torch.where(done, rows, 0.0)
+        self.totals += ended.reshape(3, -1).sum(1)
+        rows[:2].masked_fill_(done, 0.0)
 
     def read(self) -> dict[str, float] | None:
         """Mean return/length of the episodes finished since the last read (or None)."""

@@ -29,7 +29,7 @@ from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.networks import ActorCritic
 from gpu_vecenv.train.optimizers import Adam, RMSprop
-from gpu_vecenv.train.storage import RolloutStorage
+from gpu_vecenv.train.storage import RolloutStorage, store
 
 
 class OnPolicyLearner:
@@ -90,11 +90,13 @@ class OnPolicyLearner:
 
     @torch.no_grad()
     def act(self, step: int, obs: torch.Tensor) -> torch.Tensor:
-        """Sample actions for ``obs`` ``(N, D)``, store obs/action/log-prob at row
-        ``step`` and return the actions to send to the env (Box: clipped to bounds)."""
+        """Sample actions for ``obs`` ``(N, D)`` (or a block ``(games, agents, D)``,
+        :func:`~gpu_vecenv.train.storage.store`), store obs/action/log-prob at row
+        ``step`` and return the actions ``(N, *A)`` to send to the env (Box: clipped to
+        bounds)."""
         s = self.storage
-        s.obs[step].copy_(obs)
-        action, log_prob = self.model.act(obs, self.generator)
+        store(s.obs[step], obs)
+        action, log_prob = self.model.act(s.obs[step], self.generator)
         s.actions[step].copy_(action)
         s.log_probs[step].copy_(log_prob)
         if self.spec.kind == "box" and self._bounded:
@@ -104,7 +106,8 @@ class OnPolicyLearner:
     def record(self, step: int, reward: torch.Tensor, terminated: torch.Tensor,
                done: torch.Tensor, final_obs: torch.Tensor,
                active: torch.Tensor | None = None) -> None:
-        """Store what the env returned for row ``step`` (``(N,)`` each, ``(N, D)``);
+        """Store what the env returned for row ``step`` (``(N,)`` each, ``(N, D)``; or
+        blocks ``(games, agents, ...)``, :func:`~gpu_vecenv.train.storage.store`);
         ``active`` ``(N,)`` bool: which slots' new observations are live (a masked
         learner's ``info["active"]``; required there, refused elsewhere)."""
         s = self.storage
@@ -113,11 +116,11 @@ class OnPolicyLearner:
                              f"is masked (masked={self.masked})")
         if active is not None:
             s.mask[step].copy_(self._live)
-            self._live.copy_(active)
-        s.rewards[step].copy_(reward)
-        s.terminated[step].copy_(terminated)
-        s.done[step].copy_(done)
-        s.final_obs[step].copy_(final_obs)
+            store(self._live, active)
+        store(s.rewards[step], reward)
+        store(s.terminated[step], terminated)
+        store(s.done[step], done)
+        store(s.final_obs[step], final_obs)
 
     # -- update --
 

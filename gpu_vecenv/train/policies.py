@@ -33,13 +33,17 @@ class PolicyGroup:
 
     def select(self, tensor: torch.Tensor) -> torch.Tensor:
         """The rows of ``tensor`` ``(num_slots, ...)`` that belong to this policy, in
-        slot order ``(N, ...)``."""
+        slot order: ``tensor`` itself where the policy has every slot; for a ``block``
+        a strided view ``(games, hi - lo, ...)`` of it (no copy: read it before
+        ``tensor`` changes); else a copy ``(N, ...)`` by index. Either way ``N`` rows
+        once flattened: :func:`gpu_vecenv.train.storage.store` writes them into a
+        ``(N, ...)`` row."""
         if self.slots is None:
             return tensor
         if self.block is not None:
-            # a strided copy: index_select reads an 8-byte index per element (3x a
-            # float's traffic, 9x a bool's)
-            return self._block_view(tensor).flatten(0, 1)
+            # a view: its reader copies it once (index_select would read an 8-byte index
+            # per element, 3x a float's traffic, 9x a bool's)
+            return self._block_view(tensor)
         return tensor.index_select(0, self.slots)
 
     def put(self, joint: torch.Tensor, rows: torch.Tensor) -> None:

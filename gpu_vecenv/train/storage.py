@@ -9,6 +9,14 @@ from __future__ import annotations
 import torch
 
 
+def store(row: torch.Tensor, rows: torch.Tensor) -> None:
+    """Copy ``rows`` into ``row`` ``(N, ...)``: ``rows`` is ``(N, ...)``, or a policy's
+    block of the vector's rows ``(games, agents, ...)`` with ``games * agents = N`` (a
+    strided view from :meth:`gpu_vecenv.train.policies.PolicyGroup.select`), copied
+    without an intermediate contiguous copy."""
+    row.view(rows.shape).copy_(rows)
+
+
 class RolloutStorage:
     """One iteration of on-policy data, written step by step, read as a flat batch.
 

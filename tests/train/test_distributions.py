@@ -114,3 +114,39 @@ def test_log_prob_alone_is_the_log_prob_of_log_prob_and_entropy_bit_for_bit(spac
     both, entropy = dist.log_prob_and_entropy(spec, params, log_std, action)
     alone = dist.log_prob(spec, params, log_std, action)
     assert torch.equal(alone, both) and both.shape == entropy.shape == (64,)
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Discrete(5, start=2),
+                                   gym.spaces.MultiDiscrete([4, 4], start=[1, -2]),
+                                   gym.spaces.MultiDiscrete([3, 7, 2])])
+def test_sampling_draws_one_uniform_per_logit_in_the_logits_layout(space):
+    """Gumbel-max with the uniforms of one ``rand((B, sum(nvec)))`` call: the fused
+    kernels' noise layout (test_fused_gpu feeds them the same), for equal and unequal
+    category counts."""
+    spec = ActionSpec.from_space(space)
+    logits = torch.randn(500, spec.head_size, generator=torch.Generator().manual_seed(1)) * 2
+    actions = dist.sample(spec, logits, None, torch.Generator().manual_seed(9))
+    u = torch.rand(logits.shape, generator=torch.Generator().manual_seed(9))
+    scores = logits - torch.log(-torch.log(u.clamp(min=torch.finfo(u.dtype).tiny)))
+    expected = torch.stack([p.argmax(-1) for p in scores.split(list(spec.nvec), -1)], -1)
+    expected = expected + torch.tensor(spec.start)
+    assert torch.equal(actions.reshape(expected.shape), expected)
+    assert actions.shape == (500, *spec.action_shape)
+
+
+def test_equal_sized_dimensions_take_the_loops_values_bit_for_bit(monkeypatch):
+    """Tag's two equal dimensions run as one ``(B, 2, n)`` block: the same log-probs,
+    entropies, modes and NaN handling as the per-dimension loop."""
+    spec = ActionSpec.from_space(gym.spaces.MultiDiscrete([6, 6], start=[0, 3]))
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(300, 12, generator=g) * 3
+    logits[7, 8] = float("nan")  # a diverged row: its second dimension only
+    actions = dist.sample(spec, logits, None, g)
+    assert actions[7, 1] == spec.start[1] - 1 and actions[7, 0] >= spec.start[0]
+    blocks = dist.log_prob_and_entropy(spec, logits, None, actions), dist.mode(spec, logits)
+    monkeypatch.setattr(dist, "_blocks", lambda logits, spec: None)
+    loop = dist.log_prob_and_entropy(spec, logits, None, actions), dist.mode(spec, logits)
+    for a, b in zip((*blocks[0], blocks[1]), (*loop[0], loop[1]), strict=True):
+        assert torch.equal(a, b) or torch.equal(torch.isnan(a), torch.isnan(b)) and \
+            torch.equal(a[~torch.isnan(a)], b[~torch.isnan(b)])
+    assert torch.isnan(blocks[0][0][7]) and torch.isfinite(blocks[0][0][:7]).all()

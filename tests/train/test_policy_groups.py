@@ -45,8 +45,13 @@ def test_select_and_put_match_the_indexed_rows(overrides, blocks):
     for g in groups:
         for tensor in (obs, flags):
             selected = g.select(tensor)
-            assert selected.is_contiguous()
-            assert torch.equal(selected, tensor.index_select(0, g.slots))
+            expected = tensor.index_select(0, g.slots)
+            if g.block is None:
+                assert selected.is_contiguous()
+            else:  # a view of the vector's rows, (games, agents of the block, ...)
+                assert selected.shape == (GAMES, g.block[2] - g.block[1], *tensor.shape[1:])
+                assert selected.data_ptr() == tensor[g.block[1]].data_ptr()
+            assert torch.equal(selected.reshape(expected.shape), expected)
         actions.append(torch.randint(0, 3, (g.slots.shape[0], 2)))
     expected = torch.zeros_like(joint)
     for g, a in zip(groups, actions, strict=True):

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Every shipped kernel compiled once (warming the cache for the test processes), every
-# `-m gpu` test in parallel processes (pytest-xdist), compute-sanitizer memcheck and
+# `-m gpu` test in parallel processes (pytest-xdist; those marked whole_gpu, which fill the
+# GPU's memory, alone after the others), compute-sanitizer memcheck and
 # racecheck over the classic kernels (Tag's run inside its tests) and the fused PPO
 # kernels. Logs go to $1. Used by gpu_all.sh and gpu_nvrtc_check.sh.
 #   bash scripts/lab/gpu_tests.sh OUT_DIR
@@ -9,10 +10,15 @@ mkdir -p "$out"
 echo "== compile every kernel once"
 gpu-vecenv compile -j 16 | tail -3
 echo "== GPU tests"
-timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu tests -q -n "${WORKERS:-12}" -rfE \
-  -p no:cacheprovider > "$out/gpu_tests.log" 2>&1
+timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m "gpu and not whole_gpu" tests -q \
+  -n "${WORKERS:-12}" -rfE -p no:cacheprovider > "$out/gpu_tests.log" 2>&1
 echo "pytest exit $?"
 grep -E "passed|failed|FAILED|Error|SKIPPED" "$out/gpu_tests.log" | cut -c1-220 | tail -30
+echo "== GPU tests that fill the GPU's memory, alone"
+timeout 200 python3 -m pytest -m "gpu and whole_gpu" tests -q -rfE -p no:cacheprovider \
+  > "$out/gpu_tests_whole_gpu.log" 2>&1
+echo "pytest exit $?"
+grep -E "passed|failed|FAILED|Error|SKIPPED" "$out/gpu_tests_whole_gpu.log" | cut -c1-220 | tail -10
 [ "${SANITIZE:-1}" = 0 ] && exit 0  # SANITIZE=0: the tests only
 echo "== sanitizer: classic kernels"
 timeout "${SANITIZE_TIMEOUT:-150}" python3 scripts/lab/gpu_sanitize.py --log-dir "$out"

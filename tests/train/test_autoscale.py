@@ -344,6 +344,7 @@ def test_the_memory_line_predicts_the_measured_peak_on_the_gpu(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.whole_gpu  # beside it, other processes on the GPU run out of memory too
 def test_a_real_out_of_memory_on_the_gpu_is_caught_and_halved(monkeypatch):
     # Told that 1 PiB is free, the fit chooses a size that cannot fit: the verification
     # runs out of memory for real, halves, and the memory of the failed tries is freed.

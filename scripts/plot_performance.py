@@ -123,7 +123,8 @@ def peers_train(out: Path) -> None:
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_yticks(list(ys), [b[0] for b in bars], fontsize=8)
     ax.set(xlabel="ours / peer, same call (higher is better; red: our target)",
-           title="Training against the peers' own trainers, H200", xlim=(0, 5.8))
+           title="Training against the peers' own trainers, H200",
+           xlim=(0, max(5.8, 1.15 * max(b[1] for b in bars))))
     fig.tight_layout()
     fig.savefig(out / "perf_peers_train_h200.png", dpi=120)
     plt.close(fig)

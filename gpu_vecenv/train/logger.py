@@ -46,8 +46,8 @@ class EpisodeStats:
         agents = N`` (:meth:`gpu_vecenv.train.policies.PolicyGroup.select`)."""
         if (active is None) != (self.live is None):
             raise ValueError("EpisodeStats.update: pass active exactly when masked")
-        rows = self._rows.view(3, *reward.shape)
-        self.running_return.view(reward.shape).add_(reward)
+        rows = self._rows.view(3, *reward.shape)  # running return, running length, ones
+        rows[0].add_(reward)
         if self.live is None:
             self.running_length += 1.0
         else:

@@ -20,7 +20,16 @@
 // categorical); NUM_SEG (1..8) with SEG0..7 (category counts) and START0..7 (the space's
 // start), 0 past NUM_SEG; NORMALIZE_OBS; TILE (samples per tile, a multiple of 8); and the
 // block sizes, which the host launches with: THREADS (the tile kernels), REDUCE_THREADS
-// (ppo_reduce_grads, clip_grads, gae_advantages) and STATS_THREADS (advantage_stats).
+// (ppo_reduce_grads, clip_grads, gae_advantages) and STATS_THREADS (advantage_stats);
+// MMA_PRECISION: how the hidden layers' products run (below).
+//
+// Products whose sizes split into a warp's 16 x 32 blocks (those between hidden layers of
+// 32, 64, ... units: 64x64's nearly all the arithmetic) run on tensor cores where the GPU
+// has TF32 ones (sm_80 and later): MMA_PRECISION 3 splits every float into two TF32 parts
+// and sums three products (big x big, big x small, small x big; each operand to ~2^-21 and
+// the dropped small x small term ~2^-20 of its size: float32-like accuracy), 1 uses one
+// TF32 product (10-bit mantissas, as torch's matmul_precision "high"), 0 the float32 FMAs
+// below on every GPU. Older GPUs, and the other products, use the FMAs.
 //
 // Parameters are one flat float32 buffer in ActorCritic.parameters() order: actor layers
 // (weight [out][in] row-major, then bias), critic layers, then log_std (Box). Nothing is
@@ -32,7 +41,7 @@
     || !defined(H2) || !defined(H3) || !defined(ACTOR_OUT) || !defined(ACTIVATION) \
     || !defined(HEAD_GAUSSIAN) || !defined(NUM_SEG) || !defined(SEG7) || !defined(START7) \
     || !defined(NORMALIZE_OBS) || !defined(TILE) || !defined(THREADS) \
-    || !defined(REDUCE_THREADS) || !defined(STATS_THREADS)
+    || !defined(REDUCE_THREADS) || !defined(STATS_THREADS) || !defined(MMA_PRECISION)
 #error "ppo_mlp.cu needs its sizes as -D flags (see gpu_vecenv/train/ppo_mlp_kernels.py)"
 #endif
 
@@ -193,9 +202,18 @@ __device__ __forceinline__ void load_weights(const float* __restrict__ params, f
     const int stride = wstride(n_in);
     const float* src = net + layer_offset(k, OUT);
     float* dst = shared_weight<NET>(smem, k);
-    for (int e = tid; e < rows * stride; e += kThreads) {
-      const int j = e / stride, i = e - j * stride;
-      dst[e] = j < n_out && i < n_in ? src[j * n_in + i] : 0.f;
+    // Eight loads in flight per thread, then their stores (one round trip to L2 per eight).
+    for (int base = tid; base < rows * stride; base += 8 * kThreads) {
+      float v[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int e = base + q * kThreads, j = e / stride, i = e - j * stride;
+        v[q] = e < rows * stride && j < n_out && i < n_in ? src[j * n_in + i] : 0.f;
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        if (base + q * kThreads < rows * stride) dst[base + q * kThreads] = v[q];
+      }
     }
     for (int j = tid; j < rows; j += kThreads) {
       dst[rows * stride + j] = j < n_out ? src[n_out * n_in + j] : 0.f;
@@ -312,6 +330,49 @@ __device__ __forceinline__ void weight_grad_tile(int t, float* grad, const float
     }
 }
 
+// Layers too narrow to give most threads a 4 x 4 tile (the output layer: 1 or 2 units; the
+// first: 4 inputs) take one output per thread instead, so that a few threads do not
+// serialize long loops while the rest wait at the next barrier.
+__host__ __device__ constexpr bool narrow(int tiles) { return tiles < kThreads / 2; }
+
+// Forward, one output per thread t: out[u][s] = act(b[u] + sum_i w[u][i] in[i][s]) for
+// u = t / kTile (< align4(N): padding units have zero weights and bias), s = t % kTile.
+template <int N, int K, bool ACT>
+__device__ __forceinline__ void forward_one(int t, const float* w, const float* in,
+                                            float* out) {
+  constexpr int WS = wstride(K);
+  const int u = t / kTile, s = t - u * kTile;
+  float acc[4] = {w[align4(N) * WS + u], 0.f, 0.f, 0.f};
+#pragma unroll 4
+  for (int i = 0; i < align4(K); i += 4) {
+    const float4 wv = load4(w + u * WS + i);
+    acc[0] = fmaf(wv.x, in[i * kRowStride + s], acc[0]);
+    acc[1] = fmaf(wv.y, in[(i + 1) * kRowStride + s], acc[1]);
+    acc[2] = fmaf(wv.z, in[(i + 2) * kRowStride + s], acc[2]);
+    acc[3] = fmaf(wv.w, in[(i + 3) * kRowStride + s], acc[3]);
+  }
+  const float z = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  out[u * kRowStride + s] = ACT ? activate(z) : z;
+}
+
+// Weight gradient, one weight per thread t: grad[u][i] += sum_s dz[u][s] in[i][s] for
+// u = t / K, i = t % K.
+template <int N, int K>
+__device__ __forceinline__ void weight_grad_one(int t, float* grad, const float* dz,
+                                                const float* in) {
+  const int u = t / K, i = t - u * K;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+  for (int s = 0; s < kTile; s += 4) {
+    const float4 d = load4(dz + u * kRowStride + s), x = load4(in + i * kRowStride + s);
+    acc[0] = fmaf(d.x, x.x, acc[0]);
+    acc[1] = fmaf(d.y, x.y, acc[1]);
+    acc[2] = fmaf(d.z, x.z, acc[2]);
+    acc[3] = fmaf(d.w, x.w, acc[3]);
+  }
+  grad[u * K + i] += (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
 // Bias gradient of unit u: grad_bias[u] += sum_s dz[u][s] (in order).
 __device__ __forceinline__ void bias_grad(int u, float* grad_bias, const float* dz) {
   float acc = 0.f;
@@ -325,6 +386,158 @@ __device__ __forceinline__ void bias_grad(int u, float* grad_bias, const float* 
   grad_bias[u] += acc;
 }
 
+// -- tensor-core products --
+//
+// mma.sync m16n8k8 with TF32 inputs and float32 accumulation. Fragments (PTX ISA, "Matrix
+// Fragments for mma.m16n8k8", .tf32), g = lane / 4, t = lane % 4: A (16 x 8) a0 (g, t),
+// a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B (8 x 8) b0 (t, g), b1 (t + 4, g);
+// C (16 x 8) c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1). With the
+// activations' row stride (kTile + 4) and the weights' (wstride), the 32 lanes of every
+// fragment read below hit 32 different banks.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && MMA_PRECISION > 0
+constexpr int kMmaPrecision = MMA_PRECISION;
+#else
+constexpr int kMmaPrecision = 0;  // no TF32 tensor cores (or not asked for): float32 FMAs
+#endif
+static_assert(MMA_PRECISION == 0 || MMA_PRECISION == 1 || MMA_PRECISION == 3,
+              "MMA_PRECISION is 0 (FMAs), 1 (TF32) or 3 (three TF32 products)");
+constexpr int kWarps = kThreads / 32;
+constexpr int kMmaBlocks = 4;  // n-blocks of 8 per warp task: a task is 16 x 32 (16 x 16
+                               // tasks were 6 % slower: more fragment loads per product)
+constexpr int kSampleBlocks = kTile / (8 * kMmaBlocks);  // a tile's 32-sample blocks (used
+                                                         // where mma_fits)
+
+// Whether a product of M x N outputs summed over K runs on tensor cores (every warp
+// task a whole 16 x 32 block: no padding).
+__host__ __device__ constexpr bool mma_fits(int m, int n, int k) {
+  return kMmaPrecision > 0 && m % 16 == 0 && n % (8 * kMmaBlocks) == 0 && k % 8 == 0;
+}
+
+// The TF32 operands of a float: mma reads the top 19 bits of a 32-bit register (sign,
+// exponent, 10 mantissa bits) and ignores the rest, so x's own bits are x truncated to
+// TF32 (the "big" part); the "small" part x - big is exact in float32 and, truncated in
+// turn, carries x's next 11 significant bits. (Rounding both to nearest with cvt.rna
+// instead made a 64x64 update 27 % slower on an H200: integer work, not products.)
+__device__ __forceinline__ __attribute__((unused)) uint32_t tf32_bits(float x) {
+  return __float_as_uint(x);
+}
+__device__ __forceinline__ __attribute__((unused)) uint32_t tf32_small(float x, uint32_t big) {
+  return __float_as_uint(x - __uint_as_float(big & 0xffffe000u));
+}
+
+// d += a b for one fragment.
+__device__ __forceinline__ __attribute__((unused)) void mma_tf32(float (&d)[4],
+                                                                 const uint32_t (&a)[4],
+                                                                 uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// One warp: acc[j] += the 16 x 8 block j of A B, A(m, k) = a_at(m, k) (m < 16, k < K),
+// B(k, n) = b_at(k, n) (n < 8 kMmaBlocks), summed over k in steps of 8.
+template <int K, class AAt, class BAt>
+__device__ __forceinline__ void warp_product(float (&acc)[kMmaBlocks][4], AAt a_at, BAt b_at) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll 2
+  for (int k = 0; k < K; k += 8) {
+    const float af[4] = {a_at(g, k + t), a_at(g + 8, k + t), a_at(g, k + t + 4),
+                         a_at(g + 8, k + t + 4)};
+    uint32_t a_big[4], a_small[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      a_big[q] = tf32_bits(af[q]);
+      a_small[q] = kMmaPrecision == 3 ? tf32_small(af[q], a_big[q]) : 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < kMmaBlocks; ++j) {
+      const float b0 = b_at(k + t, 8 * j + g), b1 = b_at(k + t + 4, 8 * j + g);
+      const uint32_t big0 = tf32_bits(b0), big1 = tf32_bits(b1);
+      if (kMmaPrecision == 3) {
+        mma_tf32(acc[j], a_small, big0, big1);
+        mma_tf32(acc[j], a_big, tf32_small(b0, big0), tf32_small(b1, big1));
+      }
+      mma_tf32(acc[j], a_big, big0, big1);
+    }
+  }
+}
+
+// Forward, one warp task: out[u][s] = act(b[u] + sum_i w[u][i] in[i][s]) for the 16 units
+// from 16 ub and the 32 samples from 32 sb (task = ub * kSampleBlocks + sb).
+template <int N, int K, bool ACT>
+__device__ __forceinline__ void forward_warp(int task, const float* w, const float* in,
+                                             float* out) {
+  constexpr int WS = wstride(K);
+  const int u0 = 16 * (task / kSampleBlocks), s0 = 8 * kMmaBlocks * (task % kSampleBlocks);
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float* bias = w + align4(N) * WS;
+  float acc[kMmaBlocks][4];
+#pragma unroll
+  for (int j = 0; j < kMmaBlocks; ++j) {
+    acc[j][0] = acc[j][1] = bias[u0 + g];
+    acc[j][2] = acc[j][3] = bias[u0 + g + 8];
+  }
+  warp_product<K>(acc, [&](int m, int k) { return w[(u0 + m) * WS + k]; },
+                  [&](int k, int n) { return in[k * kRowStride + s0 + n]; });
+#pragma unroll
+  for (int j = 0; j < kMmaBlocks; ++j) {
+    float* o = out + (u0 + g) * kRowStride + s0 + 8 * j + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // rows g and g + 8
+      o[h * 8 * kRowStride] = ACT ? activate(acc[j][2 * h]) : acc[j][2 * h];
+      o[h * 8 * kRowStride + 1] = ACT ? activate(acc[j][2 * h + 1]) : acc[j][2 * h + 1];
+    }
+  }
+}
+
+// Input gradient, one warp task: a[i][s] <- act'(a[i][s]) * sum_u w[u][i] dz[u][s] for the
+// 16 inputs from 16 ib and 32 samples from 32 sb (task = ib * kSampleBlocks + sb), in
+// place (each lane rewrites only the activations it read).
+template <int N, int K>
+__device__ __forceinline__ void backward_warp(int task, const float* w, const float* dz,
+                                              float* a) {
+  constexpr int WS = wstride(K);
+  const int i0 = 16 * (task / kSampleBlocks), s0 = 8 * kMmaBlocks * (task % kSampleBlocks);
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float acc[kMmaBlocks][4] = {};
+  warp_product<N>(acc, [&](int m, int k) { return w[k * WS + i0 + m]; },
+                  [&](int k, int n) { return dz[k * kRowStride + s0 + n]; });
+#pragma unroll
+  for (int j = 0; j < kMmaBlocks; ++j) {
+    float* p = a + (i0 + g) * kRowStride + s0 + 8 * j + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      p[h * 8 * kRowStride] = acc[j][2 * h] * activation_grad(p[h * 8 * kRowStride]);
+      p[h * 8 * kRowStride + 1] =
+          acc[j][2 * h + 1] * activation_grad(p[h * 8 * kRowStride + 1]);
+    }
+  }
+}
+
+// Weight gradient, one warp task: grad[u][i] += sum_s dz[u][s] in[i][s] over the tile's
+// samples for the 16 units from 16 ub and 32 inputs from 32 ib (task = ub * K / 32 + ib).
+template <int N, int K>
+__device__ __forceinline__ void weight_grad_warp(int task, float* grad, const float* dz,
+                                                 const float* in) {
+  constexpr int IB = K / (8 * kMmaBlocks);
+  const int u0 = 16 * (task / IB), i0 = 8 * kMmaBlocks * (task % IB);
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float acc[kMmaBlocks][4] = {};
+  warp_product<kTile>(acc, [&](int m, int k) { return dz[(u0 + m) * kRowStride + k]; },
+                      [&](int k, int n) { return in[(i0 + n) * kRowStride + k]; });
+#pragma unroll
+  for (int j = 0; j < kMmaBlocks; ++j) {
+    float* gr = grad + (u0 + g) * K + i0 + 8 * j + 2 * t;
+    gr[0] += acc[j][0];
+    gr[1] += acc[j][1];
+    gr[8 * K] += acc[j][2];
+    gr[8 * K + 1] += acc[j][3];
+  }
+}
+
 // Layer k's forward pass for the nets selected (both share the block's threads).
 template <int k, bool ACTOR, bool CRITIC>
 __device__ __forceinline__ void forward_layer(float* smem, int tid) {
@@ -332,13 +545,36 @@ __device__ __forceinline__ void forward_layer(float* smem, int tid) {
   constexpr int TA = ACTOR ? align4(NA) / 4 * kTileQuads : 0;
   constexpr int TC = CRITIC ? align4(NC) / 4 * kTileQuads : 0;
   constexpr bool kHiddenLayer = k < kNumHidden;  // activated; the output layer is not
-  for (int t = tid; t < TA + TC; t += kThreads) {
-    if (t < TA)
-      forward_tile<NA, K, kHiddenLayer>(t, shared_weight<0>(smem, k), input_rows<0>(smem, k),
-                                        output_rows<0>(smem, k));
-    else
-      forward_tile<NC, K, kHiddenLayer>(t - TA, shared_weight<1>(smem, k),
-                                        input_rows<1>(smem, k), output_rows<1>(smem, k));
+  if constexpr (mma_fits(NA, kTile, K) && mma_fits(NC, kTile, K)) {
+    constexpr int WA = ACTOR ? NA / 16 * kSampleBlocks : 0;
+    constexpr int WC = CRITIC ? NC / 16 * kSampleBlocks : 0;
+    for (int w = tid / 32; w < WA + WC; w += kWarps) {
+      if (w < WA)
+        forward_warp<NA, K, kHiddenLayer>(w, shared_weight<0>(smem, k), input_rows<0>(smem, k),
+                                          output_rows<0>(smem, k));
+      else
+        forward_warp<NC, K, kHiddenLayer>(w - WA, shared_weight<1>(smem, k),
+                                          input_rows<1>(smem, k), output_rows<1>(smem, k));
+    }
+  } else if constexpr (narrow(TA + TC)) {
+    constexpr int OA = ACTOR ? align4(NA) * kTile : 0, OC = CRITIC ? align4(NC) * kTile : 0;
+    for (int t = tid; t < OA + OC; t += kThreads) {
+      if (t < OA)
+        forward_one<NA, K, kHiddenLayer>(t, shared_weight<0>(smem, k), input_rows<0>(smem, k),
+                                         output_rows<0>(smem, k));
+      else
+        forward_one<NC, K, kHiddenLayer>(t - OA, shared_weight<1>(smem, k),
+                                         input_rows<1>(smem, k), output_rows<1>(smem, k));
+    }
+  } else {
+    for (int t = tid; t < TA + TC; t += kThreads) {
+      if (t < TA)
+        forward_tile<NA, K, kHiddenLayer>(t, shared_weight<0>(smem, k),
+                                          input_rows<0>(smem, k), output_rows<0>(smem, k));
+      else
+        forward_tile<NC, K, kHiddenLayer>(t - TA, shared_weight<1>(smem, k),
+                                          input_rows<1>(smem, k), output_rows<1>(smem, k));
+    }
   }
 }
 
@@ -357,27 +593,70 @@ __device__ __forceinline__ void backward_from(float* smem, float* grad, int tid)
   constexpr int TA = align4(NA) / 4 * (align4(K) / 4), TC = align4(NC) / 4 * (align4(K) / 4);
   float* grad_a = grad + kActorBase + layer_offset(k, kActorOut);
   float* grad_c = grad + kCriticBase + layer_offset(k, 1);
-  for (int t = tid; t < TA + TC + NA + NC; t += kThreads) {
-    if (t < TA)
-      weight_grad_tile<NA, K>(t, grad_a, gradient_rows<0>(smem, k), input_rows<0>(smem, k));
-    else if (t < TA + TC)
-      weight_grad_tile<NC, K>(t - TA, grad_c, gradient_rows<1>(smem, k),
-                              input_rows<1>(smem, k));
-    else if (t < TA + TC + NA)
-      bias_grad(t - TA - TC, grad_a + NA * K, gradient_rows<0>(smem, k));
-    else
-      bias_grad(t - TA - TC - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
+  if constexpr (mma_fits(NA, K, kTile) && mma_fits(NC, K, kTile)) {
+    constexpr int WA = NA / 16 * (K / (8 * kMmaBlocks)), WC = NC / 16 * (K / (8 * kMmaBlocks));
+    for (int w = tid / 32; w < WA + WC; w += kWarps) {
+      if (w < WA)
+        weight_grad_warp<NA, K>(w, grad_a, gradient_rows<0>(smem, k), input_rows<0>(smem, k));
+      else
+        weight_grad_warp<NC, K>(w - WA, grad_c, gradient_rows<1>(smem, k),
+                                input_rows<1>(smem, k));
+    }
+    // the biases by the last threads (the warp tasks fill the first ones first)
+    for (int t = kThreads - 1 - tid; t < NA + NC; t += kThreads) {
+      if (t < NA)
+        bias_grad(t, grad_a + NA * K, gradient_rows<0>(smem, k));
+      else
+        bias_grad(t - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
+    }
+  } else if constexpr (narrow(TA + TC)) {
+    constexpr int OA = NA * K, OC = NC * K;
+    for (int t = tid; t < OA + OC + NA + NC; t += kThreads) {
+      if (t < OA)
+        weight_grad_one<NA, K>(t, grad_a, gradient_rows<0>(smem, k), input_rows<0>(smem, k));
+      else if (t < OA + OC)
+        weight_grad_one<NC, K>(t - OA, grad_c, gradient_rows<1>(smem, k),
+                               input_rows<1>(smem, k));
+      else if (t < OA + OC + NA)
+        bias_grad(t - OA - OC, grad_a + NA * K, gradient_rows<0>(smem, k));
+      else
+        bias_grad(t - OA - OC - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
+    }
+  } else {
+    for (int t = tid; t < TA + TC + NA + NC; t += kThreads) {
+      if (t < TA)
+        weight_grad_tile<NA, K>(t, grad_a, gradient_rows<0>(smem, k), input_rows<0>(smem, k));
+      else if (t < TA + TC)
+        weight_grad_tile<NC, K>(t - TA, grad_c, gradient_rows<1>(smem, k),
+                                input_rows<1>(smem, k));
+      else if (t < TA + TC + NA)
+        bias_grad(t - TA - TC, grad_a + NA * K, gradient_rows<0>(smem, k));
+      else
+        bias_grad(t - TA - TC - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
+    }
   }
   __syncthreads();
   if constexpr (k > 0) {
-    constexpr int BT = align4(K) / 4 * kTileQuads;
-    for (int t = tid; t < 2 * BT; t += kThreads) {
-      if (t < BT)
-        backward_tile<NA, K>(t, shared_weight<0>(smem, k), gradient_rows<0>(smem, k),
-                             input_rows<0>(smem, k));
-      else
-        backward_tile<NC, K>(t - BT, shared_weight<1>(smem, k), gradient_rows<1>(smem, k),
-                             input_rows<1>(smem, k));
+    if constexpr (mma_fits(K, kTile, NA) && mma_fits(K, kTile, NC)) {
+      constexpr int BW = K / 16 * kSampleBlocks;
+      for (int w = tid / 32; w < 2 * BW; w += kWarps) {
+        if (w < BW)
+          backward_warp<NA, K>(w, shared_weight<0>(smem, k), gradient_rows<0>(smem, k),
+                               input_rows<0>(smem, k));
+        else
+          backward_warp<NC, K>(w - BW, shared_weight<1>(smem, k), gradient_rows<1>(smem, k),
+                               input_rows<1>(smem, k));
+      }
+    } else {
+      constexpr int BT = align4(K) / 4 * kTileQuads;
+      for (int t = tid; t < 2 * BT; t += kThreads) {
+        if (t < BT)
+          backward_tile<NA, K>(t, shared_weight<0>(smem, k), gradient_rows<0>(smem, k),
+                               input_rows<0>(smem, k));
+        else
+          backward_tile<NC, K>(t - BT, shared_weight<1>(smem, k), gradient_rows<1>(smem, k),
+                               input_rows<1>(smem, k));
+      }
     }
     __syncthreads();
     backward_from<k - 1>(smem, grad, tid);
@@ -634,9 +913,10 @@ using Head = CategoricalHead<kNumSegments>;
 }  // namespace
 
 // Layout facts for the host: parameter count, shared bytes of the update and forward
-// kernels, tile, threads per block, action components.
-__device__ int ppo_mlp_layout[6] = {kNumParams, kUpdateSharedBytes,
-                                    kForwardSharedBytes, kTile, kThreads, kActionDim};
+// kernels, tile, threads per block, action components, and the hidden layers' products
+// as compiled (kMmaPrecision: 0 where the GPU has no TF32 tensor cores).
+__device__ int ppo_mlp_layout[7] = {kNumParams, kUpdateSharedBytes, kForwardSharedBytes,
+                                    kTile, kThreads, kActionDim, kMmaPrecision};
 
 // The sum of v over a block of STATS_THREADS threads, returned to every thread (fixed
 // order: warp shuffles, then the warps' sums).
@@ -752,11 +1032,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) ppo_update_tiles(
       stats[4 * kRowStride + s] = loss.clipped;
     }
     __syncthreads();
-    if (tid < kStatRows) {
+    // Each statistic row summed by one warp (lanes, then a shuffle tree: a fixed order).
+    for (int r = tid / 32; r < kStatRows; r += kWarps) {
+      const int lane = tid & 31;
       float acc = 0.f;
-      for (int k = 0; k < kTile; ++k) acc += stats[tid * kRowStride + k];
-      stat_sum[tid] += acc;
-      if (kGaussianHead && tid >= kNumStats) grad[kLogStdBase + tid - kNumStats] += acc;
+      for (int k = lane; k < kTile; k += 32) acc += stats[r * kRowStride + k];
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+      if (lane == 0) {
+        stat_sum[r] += acc;
+        if (kGaussianHead && r >= kNumStats) grad[kLogStdBase + r - kNumStats] += acc;
+      }
     }
     backward_from<kNumHidden>(smem, grad, tid);  // output layer first
   }
@@ -781,7 +1066,17 @@ extern "C" __global__ void ppo_reduce_grads(const float* __restrict__ partial_gr
   const int tid = threadIdx.x, p = blockIdx.x * kReduceThreads + tid;
   float v = 0.f;
   if (p < kNumParams) {
-    for (int b = 0; b < blocks; ++b) v += partial_grads[(int64_t)b * kNumParams + p];
+    // Eight loads in flight, then their sum in block order (the order of a plain loop).
+    const float* src = partial_grads + p;
+    int b = 0;
+    for (; b + 8 <= blocks; b += 8) {
+      float x[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[j] = src[(int64_t)(b + j) * kNumParams];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v += x[j];
+    }
+    for (; b < blocks; ++b) v += src[(int64_t)b * kNumParams];
     grad[p] = v;
   }
   part[tid] = v * v;

@@ -72,7 +72,8 @@ def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
     from gpu_vecenv.train.config_loading import load_config
     from gpu_vecenv.train.distributions import ActionSpec
     from gpu_vecenv.train.policies import agent_roles, slot_assignment
-    from gpu_vecenv.train.ppo_mlp_kernels import SOURCE, choose_tile, compile_flags, shared_limit_of
+    from gpu_vecenv.train.ppo_mlp_kernels import (SOURCE, choose_tile, compile_flags,
+                                                   mma_precision, shared_limit_of)
     from gpu_vecenv.train.shipped_configs import shipped_config_paths
 
     limit = shared_limit_of(capability)
@@ -97,7 +98,8 @@ def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
                 notes.append(f"{path.stem} ({shape}): does not fit the fused kernels on "
                              f"sm_{capability[0]}{capability[1]}; it trains on torch ops")
                 continue
-            flags = compile_flags(obs_dim, hidden, c.activation, spec, c.normalize_obs, tile)
+            flags = compile_flags(obs_dim, hidden, c.activation, spec, c.normalize_obs, tile,
+                                  mma_precision(t.matmul_precision))
             label = f"ppo_mlp.cu [{path.stem}: {obs_dim}-{shape}, tile {tile}]"
             jobs.setdefault(flags, Job(SOURCE, label, flags))
         env.close()

@@ -281,7 +281,7 @@ FUSED_HEADS = [
 ]
 
 
-def _fused_flags(space, obs_dim, hidden, activation, normalize):
+def _fused_flags(space, obs_dim, hidden, activation, normalize, mma=3):
     from gpu_vecenv.train.distributions import ActionSpec
     from gpu_vecenv.train.ppo_mlp_kernels import compile_flags
 
@@ -289,7 +289,31 @@ def _fused_flags(space, obs_dim, hidden, activation, normalize):
               "multidiscrete": gym.spaces.MultiDiscrete([3, 3], start=[-1, 0]),
               "box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
     return compile_flags(obs_dim, hidden, activation, ActionSpec.from_space(spaces[space]),
-                         normalize)
+                         normalize, mma=mma)
+
+
+@nvcc_required
+@pytest.mark.parametrize("mma", [0, 1, 3])
+@pytest.mark.parametrize("arch", [(9, 0), (7, 5)], ids=["sm_90", "sm_75"])
+def test_fused_ppo_kernels_compile_for_each_product_precision(mma, arch, tmp_path):
+    """Tensor-core products (sm_80+) or FMAs (mma=0, or sm_75 whatever mma asks)."""
+    command = build_command(find_nvcc(), CUDA_SRC / "ppo_mlp.cu", tmp_path / "ppo.cubin",
+                            arch, extra_flags=(*_fused_flags(*FUSED_HEADS[1], mma=mma),
+                                               "-Werror", "all-warnings"))
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"ppo_mlp.cu does not build:\n{result.stderr}{result.stdout}"
+
+
+def test_compile_flags_take_the_product_precision_of_the_matmul_precision():
+    from gpu_vecenv.train.ppo_mlp_kernels import mma_precision
+
+    assert "-DMMA_PRECISION=3" in _fused_flags(*FUSED_HEADS[0])
+    assert "-DMMA_PRECISION=0" in _fused_flags(*FUSED_HEADS[0], mma=0)
+    assert [mma_precision(p) for p in ("highest", "high", "medium")] == [3, 1, 1]
+    with pytest.raises(ValueError, match="mma is 0"):
+        _fused_flags(*FUSED_HEADS[0], mma=2)
+    with pytest.raises(ValueError, match="not one of"):
+        mma_precision("low")
 
 
 @nvcc_required

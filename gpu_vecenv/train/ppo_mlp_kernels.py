@@ -60,6 +60,12 @@ REDUCE_THREADS = 256
 launches below and, as ``-DREDUCE_THREADS``, the kernels' own sizes (one number)."""
 STATS_THREADS = 1024
 """Threads per block of ``advantage_stats`` (launch and ``-DSTATS_THREADS``; 32 warps)."""
+MMA_PRECISIONS = {"highest": 3, "high": 1, "medium": 1}
+"""``-DMMA_PRECISION`` by ``torch.get_float32_matmul_precision()`` (``trainer.matmul_precision``):
+how the products of hidden layers sized in multiples of 16 run on GPUs with TF32 tensor
+cores (sm_80 and later). 3: three TF32 products of each pair's split parts, float32's
+accuracy; 1: one TF32 product (as torch's "high"); 0 (not chosen by any precision): float32
+FMAs, as on older GPUs, where every value compiles to 0."""
 
 
 def _wstride(n_in: int) -> int:
@@ -193,10 +199,24 @@ def fused_blockers(algo: str, hidden: tuple[int, ...], activation: str, obs_dim:
     return reasons
 
 
+def mma_precision(matmul_precision: str | None = None) -> int:
+    """``-DMMA_PRECISION`` for a float32 matmul precision (default: torch's current one)."""
+    if matmul_precision is None:
+        matmul_precision = torch.get_float32_matmul_precision()
+    if matmul_precision not in MMA_PRECISIONS:
+        raise ValueError(f"matmul precision {matmul_precision!r} is not one of "
+                         f"{sorted(MMA_PRECISIONS)}")
+    return MMA_PRECISIONS[matmul_precision]
+
+
 def compile_flags(obs_dim: int, hidden: tuple[int, ...], activation: str,
-                  spec: ActionSpec, normalize_obs: bool, tile: int = TILES[0]
-                  ) -> tuple[str, ...]:
-    """The ``-D`` flags that size ``ppo_mlp.cu`` for one network and tile."""
+                  spec: ActionSpec, normalize_obs: bool, tile: int = TILES[0],
+                  mma: int = MMA_PRECISIONS["highest"]) -> tuple[str, ...]:
+    """The ``-D`` flags that size ``ppo_mlp.cu`` for one network and tile; ``mma``: the
+    hidden layers' products (:data:`MMA_PRECISIONS`; 0: float32 FMAs everywhere)."""
+    if mma not in (0, 1, 3):
+        raise ValueError(f"mma is 0 (float32 FMAs), 1 (TF32) or 3 (three TF32 products), "
+                         f"not {mma!r}")
     def padded(values, size: int) -> list[int]:  # the .cu's arrays have fixed sizes
         return [*values, *[0] * (size - len(values))]
 
@@ -211,7 +231,8 @@ def compile_flags(obs_dim: int, hidden: tuple[int, ...], activation: str,
              f"-DTHREADS={THREADS_PER_SAMPLE * tile}", f"-DREDUCE_THREADS={REDUCE_THREADS}",
              f"-DSTATS_THREADS={STATS_THREADS}", f"-DNUM_SEG={1 if box else len(sizes)}",
              *(f"-DSEG{c}={n}" for c, n in enumerate(padded(sizes, MAX_SEGMENTS))),
-             *(f"-DSTART{c}={s}" for c, s in enumerate(padded(starts, MAX_SEGMENTS)))]
+             *(f"-DSTART{c}={s}" for c, s in enumerate(padded(starts, MAX_SEGMENTS))),
+             f"-DMMA_PRECISION={mma}"]
     return tuple(flags)
 
 
@@ -253,11 +274,14 @@ class FusedPPO:
         spec: its action space.
         obs_dim, hidden, activation, normalize_obs: its shape (as configured).
         tile: samples per tile, one of :data:`TILES` (default: the largest that fits).
+        mma: the hidden layers' products, as :func:`compile_flags` takes it (default: by
+            torch's float32 matmul precision, :func:`mma_precision`); :attr:`mma_precision`
+            is what the GPU runs (0 where it has no TF32 tensor cores).
     """
 
     def __init__(self, model: torch.nn.Module, spec: ActionSpec, obs_dim: int,
                  hidden: tuple[int, ...], activation: str, normalize_obs: bool,
-                 tile: int | None = None):
+                 tile: int | None = None, mma: int | None = None):
         from gpu_vecenv.backends.compiler import load_module
         from gpu_vecenv.backends.launch import Kernel
 
@@ -278,7 +302,8 @@ class FusedPPO:
             raise ValueError(f"tiles of {tile} samples: the fused kernels take {TILES} "
                              f"within {limit // 1024} KiB of shared memory per block")
         self.tile, self.threads = tile, THREADS_PER_SAMPLE * tile
-        flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs, tile)
+        flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs, tile,
+                              mma_precision() if mma is None else mma)
         with torch.cuda.device(self.device_index):
             module = load_module(SOURCE, self.device_index, extra_flags=flags)
             layout = self._read_layout(module)
@@ -286,9 +311,10 @@ class FusedPPO:
         forward_bytes = shared_bytes(obs_dim, hidden, spec, tile, update=False)
         action_dim = spec.head_size if spec.kind == "box" else len(spec.nvec)
         expected = (self.num_params, update_bytes, forward_bytes, tile, self.threads, action_dim)
-        if layout != expected:
+        if layout[:-1] != expected:
             raise RuntimeError(f"ppo_mlp.cu's layout {layout} does not match this network "
                                f"({self.num_params} parameters, tile {tile})")
+        self.mma_precision = layout[-1]
         props = torch.cuda.get_device_properties(self.device)
         per_sm = int(getattr(props, "shared_memory_per_multiprocessor", 228 * 1024))
         per_sm_threads = int(getattr(props, "max_threads_per_multi_processor", 2048))

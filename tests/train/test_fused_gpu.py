@@ -5,7 +5,9 @@ to autograd through :func:`gpu_vecenv.train.ppo.ppo_minibatch_loss`, clipping to
 ``clip_grad_norm_``, sampling to :mod:`gpu_vecenv.train.distributions` with the same
 noise, values to ``ActorCritic.value`` and GAE to :func:`losses.gae_advantages` (equal bit
 for bit: same float operations). Sums run in another order than cuBLAS's, so gradients
-agree to float rounding.
+agree to float rounding. On GPUs with TF32 tensor cores the hidden layers' products run
+there: in three TF32 products by default (float32's accuracy, the same tolerances as the
+float32 FMAs), in one with ``mma=1`` (TF32's accuracy, checked by relative error).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ CASES = {
 }
 
 
-def _build(case: str, seed: int = 0, tile: int | None = None):
+def _build(case: str, seed: int = 0, tile: int | None = None, mma: int | None = None):
     space, obs_dim, hidden, activation, normalize, ppo = CASES[case]
     spec = ActionSpec.from_space(space)
     torch.manual_seed(seed)
@@ -54,7 +56,7 @@ def _build(case: str, seed: int = 0, tile: int | None = None):
         model.normalizer.mean.normal_()
         model.normalizer.var.uniform_(0.3, 3.0)
     reference = copy.deepcopy(model)
-    fused = FusedPPO(model, spec, obs_dim, hidden, activation, normalize, tile)
+    fused = FusedPPO(model, spec, obs_dim, hidden, activation, normalize, tile, mma)
     config = PPOConfig(hidden_sizes=hidden, activation=activation, **ppo)
     return spec, model, reference, fused, config
 
@@ -83,6 +85,27 @@ def _rollout(spec, reference, rows: int, obs_dim: int):
 
 # Each case with the largest tile that fits, and two with the smaller tile forced.
 TILE_CASES = [(case, None) for case in CASES] + [("discrete-tanh", 32), ("box-elu", 32)]
+# The products as float32 FMAs on every GPU (mma=0) and one TF32 product (mma=1), for the
+# cases whose hidden layers run on tensor cores otherwise.
+MMA_CASES = [(case, tile, mma) for mma in (0, 1) for case, tile in
+             [("discrete-tanh", None), ("multidiscrete-relu-start", None),
+              ("tag-sized-tile-32", None)]]
+
+
+def _tf32_tensor_cores() -> bool:
+    return torch.cuda.get_device_capability() >= (8, 0)
+
+
+def test_the_hidden_products_run_as_the_matmul_precision_asks():
+    """Three TF32 products under "highest" (the default), one under "high", FMAs with
+    mma=0 or on a GPU without TF32 tensor cores (the kernel reports what it compiled)."""
+    cores = _tf32_tensor_cores()
+    assert _build("discrete-tanh")[3].mma_precision == (3 if cores else 0)
+    torch.set_float32_matmul_precision("high")  # the conftest fixture restores it
+    assert _build("discrete-tanh")[3].mma_precision == (1 if cores else 0)
+    assert _build("discrete-tanh", mma=0)[3].mma_precision == 0
+    with pytest.raises(ValueError, match="mma is 0"):
+        _build("discrete-tanh", mma=2)
 
 
 def test_the_largest_tile_that_fits_is_chosen():
@@ -92,12 +115,16 @@ def test_the_largest_tile_that_fits_is_chosen():
         _build("discrete-tanh", tile=16)
 
 
-@pytest.mark.parametrize("case, tile", TILE_CASES,
-                         ids=[f"{c}-tile-{t or 'auto'}" for c, t in TILE_CASES])
+GRADIENT_CASES = [(c, t, None) for c, t in TILE_CASES] + MMA_CASES
+
+
+@pytest.mark.parametrize("case, tile, mma", GRADIENT_CASES,
+                         ids=[f"{c}-tile-{t or 'auto'}" + (f"-mma-{m}" if m is not None else "")
+                              for c, t, m in GRADIENT_CASES])
 @pytest.mark.parametrize("rows, start, size", [(300, 20, 250), (4096, 0, 4096)],
                          ids=["partial-tile", "full-tiles"])
-def test_minibatch_gradient_and_statistics_match_autograd(case, tile, rows, start, size):
-    spec, model, reference, fused, c = _build(case, tile=tile)
+def test_minibatch_gradient_and_statistics_match_autograd(case, tile, mma, rows, start, size):
+    spec, model, reference, fused, c = _build(case, tile=tile, mma=mma)
     obs_dim = CASES[case][1]
     batch = _rollout(spec, reference, rows, obs_dim)
     order = torch.randperm(rows, device="cuda", generator=torch.Generator("cuda").manual_seed(2))
@@ -114,6 +141,13 @@ def test_minibatch_gradient_and_statistics_match_autograd(case, tile, rows, star
     torch.testing.assert_close(adv_stats, torch.stack([adv.mean(), adv.std()]))
     fused.minibatch_gradient(batch, order, start, size, adv_stats, c.clip_coef, c.ent_coef,
                              c.vf_coef, c.clip_vloss, c.norm_adv)
+    if fused.mma_precision == 1:
+        # TF32 (10-bit mantissas): the gradient to ~1e-3 of its norm, the statistics to 1e-2
+        error = (fused.flat_grads - expected).norm() / expected.norm()
+        assert 1e-5 < float(error) < 5e-3  # and not float32's ~1e-7: TF32 ran
+        torch.testing.assert_close(fused.totals, stats, rtol=1e-2, atol=1e-4)
+        assert 0.0 < float(stats[5]) < 1.0
+        return
     torch.testing.assert_close(fused.flat_grads, expected, rtol=2e-4, atol=2e-6)
     torch.testing.assert_close(fused.totals, stats, rtol=2e-4, atol=2e-6)
     assert 0.0 < float(stats[5]) < 1.0  # some samples clipped, some not: both branches ran
@@ -177,6 +211,21 @@ def test_values_match_the_critic(case):
     fused.values(obs, out)
     with torch.no_grad():
         torch.testing.assert_close(out, reference.value(obs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mma", [0, 1])
+def test_values_match_the_critic_with_fmas_or_one_tf32_product(mma):
+    _, _, reference, fused, _ = _build("discrete-tanh", mma=mma)
+    obs = torch.randn(777, CASES["discrete-tanh"][1], device="cuda")
+    out = torch.full((777,), float("nan"), device="cuda")
+    fused.values(obs, out)
+    with torch.no_grad():
+        expected = reference.value(obs)
+    if fused.mma_precision == 1:
+        error = (out - expected).norm() / expected.norm()
+        assert 1e-6 < float(error) < 5e-3
+    else:
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_gae_kernel_equals_the_torch_scan_bit_for_bit():

@@ -72,8 +72,13 @@ def fused_ppo_jobs(capability: tuple[int, int]) -> tuple[list[Job], list[str]]:
     from gpu_vecenv.train.config_loading import load_config
     from gpu_vecenv.train.distributions import ActionSpec
     from gpu_vecenv.train.policies import agent_roles, slot_assignment
-    from gpu_vecenv.train.ppo_mlp_kernels import (SOURCE, choose_tile, compile_flags,
-                                                   mma_precision, shared_limit_of)
+    from gpu_vecenv.train.ppo_mlp_kernels import (
+        SOURCE,
+        choose_tile,
+        compile_flags,
+        mma_precision,
+        shared_limit_of,
+    )
     from gpu_vecenv.train.shipped_configs import shipped_config_paths
 
     limit = shared_limit_of(capability)

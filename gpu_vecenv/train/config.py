@@ -86,7 +86,9 @@ class TrainerConfig:
     """float32 matrix products while the trainer lives (torch.set_float32_matmul_precision,
     restored by Trainer.close()): highest = float32; high = TF32 tensor cores on NVIDIA
     GPUs since Ampere (products with a 10-bit mantissa, float32 sums: faster for wide
-    networks, results differ from highest in the low bits); medium = bfloat16 products"""
+    networks, results differ from highest in the low bits); medium = bfloat16 products.
+    The fused PPO kernels' hidden-layer products: three split TF32 products under highest
+    (float32-like accuracy), one under high and medium (ppo_mlp_kernels.MMA_PRECISIONS)"""
     compile_update: bool = False
     """torch.compile PPO's and A2C's loss on torch ops, forward and backward (fuses the
     elementwise work around the matrix products; not the fused kernels' update; not

@@ -14,7 +14,7 @@ from gpu_vecenv.train import distributed
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.ppo import PPOLearner, ppo_metrics
-from gpu_vecenv.train.ppo_mlp_kernels import FusedPPO, fused_blockers
+from gpu_vecenv.train.ppo_mlp_kernels import FusedPPO, fused_blockers, mma_precision
 
 
 def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_dim: int,
@@ -34,17 +34,20 @@ def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_
 
 class FusedPPOLearner(PPOLearner):
     """:class:`~gpu_vecenv.train.ppo.PPOLearner` with sampling, advantages and the
-    minibatch gradient in the fused kernels (same arguments)."""
+    minibatch gradient in the fused kernels (same arguments, plus ``matmul_precision``:
+    the kernels' products as :func:`~gpu_vecenv.train.ppo_mlp_kernels.mma_precision`
+    maps it; ``None``: by torch's current setting)."""
 
     fused: FusedPPO
 
     def __init__(self, config: PPOConfig, obs_dim: int, spec: ActionSpec, num_slots: int,
-                 device: torch.device, generator: torch.Generator):
+                 device: torch.device, generator: torch.Generator,
+                 matmul_precision: str | None = None):
         super().__init__(config, obs_dim, spec, num_slots, device, generator)
         c, t, n = config, config.num_steps, num_slots
         # Flattens the model's parameters in place (the optimizer keeps the same objects).
         self.fused = FusedPPO(self.model, spec, obs_dim, tuple(c.hidden_sizes), c.activation,
-                              c.normalize_obs)
+                              c.normalize_obs, mma=mma_precision(matmul_precision))
         self._buffers = {name: torch.zeros((t, n), device=device)
                          for name in ("values", "next_values", "advantages", "returns")}
         self._adv_stats = torch.zeros(2 * c.num_minibatches, device=device)

@@ -77,7 +77,8 @@ class Learner(Protocol):
 def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
                   spec: ActionSpec, num_slots: int, device: torch.device,
                   generator: torch.Generator, fused: bool | None = None,
-                  masked: bool = False, compile_update: bool = False) -> Learner:
+                  masked: bool = False, compile_update: bool = False,
+                  matmul_precision: str | None = None) -> Learner:
     """The learner of ``config``'s algorithm for ``num_slots`` slots.
 
     ``masked``: the slots belong to a multi-agent env whose idle slots (``info["active"]``
@@ -87,8 +88,10 @@ def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
     (``None``: where they apply; ``True``: required, else a ``ValueError`` says why not;
     ``False``: torch ops and autograd). ``compile_update`` (``trainer.compile_update``):
     PPO's and A2C's loss on torch ops compiled (:mod:`gpu_vecenv.train.compiled_loss`;
-    the fused kernels have their own). Draws the network's initial weights from torch's
-    global generator.
+    the fused kernels have their own). ``matmul_precision`` (``trainer.matmul_precision``):
+    how the fused kernels' products run (``None``: by torch's setting when they are built;
+    the trainer sets its own only after building its learners). Draws the network's
+    initial weights from torch's global generator.
     """
     from gpu_vecenv.train.a2c import A2CLearner
     from gpu_vecenv.train.ddpg import DDPGLearner
@@ -109,7 +112,7 @@ def build_learner(config: PPOConfig | A2CConfig | DDPGConfig, obs_dim: int,
                              "ppo or a2c")
         return learner
     if fused_kernels_apply(fused, config, obs_dim, spec, device, masked):
-        return FusedPPOLearner(*args)
+        return FusedPPOLearner(*args, matmul_precision=matmul_precision)
     if isinstance(config, PPOConfig):
         return PPOLearner(*args, masked=masked, compile_update=compile_update)
     return A2CLearner(*args, masked=masked, compile_update=compile_update)

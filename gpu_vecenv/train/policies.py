@@ -147,7 +147,8 @@ def build_groups(config: Config, env, device: torch.device, generator: torch.Gen
                 block = (agents_per_game, ids[0], ids[0] + len(ids))
         learner = build_learner(config.policy_config(name), obs_dim, spec, n, device,
                                 generator, config.trainer.fused_kernels, masked=multi_agent,
-                                compile_update=config.trainer.compile_update)
+                                compile_update=config.trainer.compile_update,
+                                matmul_precision=config.trainer.matmul_precision)
         groups.append(PolicyGroup(name, slots, learner,
                                   EpisodeStats(n, device, masked=multi_agent), block))
     steps = {g.learner.steps_per_iteration for g in groups}

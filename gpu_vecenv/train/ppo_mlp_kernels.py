@@ -61,11 +61,12 @@ launches below and, as ``-DREDUCE_THREADS``, the kernels' own sizes (one number)
 STATS_THREADS = 1024
 """Threads per block of ``advantage_stats`` (launch and ``-DSTATS_THREADS``; 32 warps)."""
 MMA_PRECISIONS = {"highest": 3, "high": 1, "medium": 1}
-"""``-DMMA_PRECISION`` by ``torch.get_float32_matmul_precision()`` (``trainer.matmul_precision``):
-how the products of hidden layers sized in multiples of 16 run on GPUs with TF32 tensor
-cores (sm_80 and later). 3: three TF32 products of each pair's split parts, float32's
-accuracy; 1: one TF32 product (as torch's "high"); 0 (not chosen by any precision): float32
-FMAs, as on older GPUs, where every value compiles to 0."""
+"""``-DMMA_PRECISION`` by float32 matmul precision (``trainer.matmul_precision``): how the
+products between hidden layers (those that split into a warp's 16 x 32 blocks: 32, 64, ...
+units) run on GPUs with TF32 tensor cores (sm_80 and later). 3: three TF32 products of
+each pair's split parts, float32-like accuracy; 1: one TF32 product (as torch's "high");
+0 (not chosen by any precision): float32 FMAs, as on older GPUs, where every value
+compiles to 0."""
 
 
 def _wstride(n_in: int) -> int:

@@ -170,6 +170,16 @@ def test_fused_kernels_true_explains_what_blocks_them(tmp_path):
                             num_envs=2, run_dir=str(tmp_path / "tag"), **COMMON))
 
 
+@pytest.mark.parametrize("precision, mma", [("highest", 3), ("high", 1)])
+def test_the_fused_kernels_run_the_configs_matmul_precision(tmp_path, precision, mma):
+    config = load_config(None, ["trainer.fused_kernels=true",
+                                f"trainer.matmul_precision={precision}"],
+                         env="GPUCartPole-v1", num_envs=8, run_dir=str(tmp_path), **COMMON)
+    with Trainer(config) as t:
+        cores = torch.cuda.get_device_capability() >= (8, 0)  # TF32 tensor cores
+        assert t.groups[0].learner.fused.mma_precision == (mma if cores else 0)
+
+
 @pytest.fixture
 def hard_time_limit():
     """A hang (the compiler, a capture, a device wait) ends the test process after 300 s,

@@ -70,3 +70,23 @@ def test_iteration_timer_windows():
     again = timer.read(300)  # a new window: nothing timed, no steps
     assert again["rollout_seconds"] == again["update_seconds"] == 0.0
     assert again["steps_per_second"] == 0.0
+
+
+@pytest.mark.parametrize("precision", ["highest", "high"])
+def test_the_fused_kernels_get_the_configs_matmul_precision(tmp_path, monkeypatch, precision):
+    """The trainer sets torch's matmul precision only after building its learners, so the
+    config's reaches the fused learner explicitly (here with the kernels stubbed on a CPU)."""
+    from gpu_vecenv.train import fused_ppo_learner, ppo_mlp_kernels
+
+    seen = []
+
+    class Recorded(PPOLearner):
+        def __init__(self, *args, matmul_precision=None):
+            seen.append(ppo_mlp_kernels.mma_precision(matmul_precision))
+            super().__init__(*args)
+
+    monkeypatch.setattr(fused_ppo_learner, "FusedPPOLearner", Recorded)
+    monkeypatch.setattr(fused_ppo_learner, "fused_kernels_apply", lambda *a, **k: True)
+    Trainer(load_config(None, ["trainer.matmul_precision=" + precision], device="cpu",
+                        num_envs=2, run_dir=str(tmp_path), progress=False, tensorboard=False))
+    assert seen == [ppo_mlp_kernels.MMA_PRECISIONS[precision]]

@@ -14,8 +14,10 @@ kernels here do the same computation in a handful of launches:
   :func:`gpu_vecenv.train.losses.gae_advantages`, so identical results);
 - per epoch ``advantage_stats`` (each minibatch's advantage mean and std), per minibatch
   ``ppo_update_tiles`` (forward, loss, backward for tiles of 64 samples, or 32 where 64
-  do not fit, as 4x4 register-tiled products over shared memory; a block's weight
-  gradients accumulate there too), ``ppo_reduce_grads`` (sum of the blocks in a fixed
+  do not fit, over shared memory: the products between hidden layers on TF32 tensor
+  cores where the GPU has them (:data:`MMA_PRECISIONS`), the others as 4x4
+  register-tiled FMAs; a block's weight gradients accumulate there too),
+  ``ppo_reduce_grads`` (sum of the blocks in a fixed
   order, statistics), ``clip_grads`` (global-norm clip), then the optimizer.
 
 The math is the torch path's (:mod:`gpu_vecenv.train.losses`, :mod:`.distributions`,
@@ -44,7 +46,7 @@ TILES = (64, 32)
 largest whose shared memory fits on the GPU."""
 THREADS_PER_SAMPLE = 8
 """A block is ``8 * tile`` threads: one 4x4 output tile each in a 64x64 layer's products
-(both nets)."""
+(both nets) where these run as FMAs; 16 warps for tensor-core tasks of 16 x 32."""
 MAX_HIDDEN_LAYERS = 4
 MAX_SEGMENTS = 8
 _ACTIVATIONS = {"tanh": 0, "relu": 1, "elu": 2}

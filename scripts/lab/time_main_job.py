@@ -8,9 +8,10 @@ default ``--env GPUCartPole-v1``), starting as the command does (torch is import
 command, while it validates its config), and records, in seconds since the process
 started (``/proc``): the CLI imported, the config validated (torch imported), the CUDA
 warm-up thread's start and end (:mod:`gpu_vecenv.cuda_warmup`), the trainer built, its
-first and last logged rows, the stop check's evaluation, the run's end and the command's
-return; also how many checkpoints were written and how long they took. Writes JSON,
-prints a table.
+first and last logged rows, the stop check's evaluation (the first one's start, the last
+one's end; every check with its verdict under ``stop_checks``), the run's end and the
+command's return; also how many checkpoints were written and how long they took. Writes
+JSON, prints a table.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main() -> int:
     start = process_start_time()
     marks: dict[str, float] = {"script_started": _T0 - start}
     saves: list[float] = []
+    checks: list[dict] = []
 
     def mark(name: str) -> None:
         marks.setdefault(name, time.time() - start)
@@ -46,7 +48,7 @@ def main() -> int:
     def timed_validate(*a, **k):
         result = validate(*a, **k)
         mark("config_validated")  # the env's definition and torch imported
-        time_the_trainer(mark, marks, start, saves)
+        time_the_trainer(mark, marks, start, saves, checks)
         return result
 
     def timed_retain(*a, **k):
@@ -63,18 +65,23 @@ def main() -> int:
 
     result = {"args": args, "exit_code": code, "seconds_since_process_start": marks,
               "checkpoints": {"count": len(saves), "seconds": sum(saves)},
+              "stop_checks": checks,
               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
               "torch": torch.__version__}
     Path(out).write_text(json.dumps(result, indent=1))
     for name, seconds in sorted(marks.items(), key=lambda item: item[1]):
         print(f"{seconds:8.3f} s  {name}")
     print(f"checkpoints: {len(saves)} in {sum(saves):.3f} s")
+    for c in checks:
+        print(f"stop check {c['started']:.3f} -> {c['done']:.3f} s: "
+              f"{'passed' if c['passed'] else 'fell short'}")
     return code
 
 
-def time_the_trainer(mark, marks: dict[str, float], start: float, saves: list[float]) -> None:
+def time_the_trainer(mark, marks: dict[str, float], start: float, saves: list[float],
+                     checks: list[dict]) -> None:
     """Marks from the Trainer's methods (patched once torch is imported: the trainer's
-    module imports it)."""
+    module imports it); each stop check's start, end and verdict into ``checks``."""
     from gpu_vecenv.train import stopping, trainer
 
     cls = trainer.Trainer
@@ -101,9 +108,12 @@ def time_the_trainer(mark, marks: dict[str, float], start: float, saves: list[fl
         return result
 
     def timed_check(*a, **k):
+        began = time.time() - start
         mark("stop_check_started")
         result = check(*a, **k)
         marks["stop_check_done"] = time.time() - start
+        checks.append({"started": began, "done": marks["stop_check_done"],
+                       "passed": bool(result[0])})
         return result
 
     def timed_run(self, *a, **k):

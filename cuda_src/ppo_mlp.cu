@@ -373,6 +373,28 @@ __device__ __forceinline__ void weight_grad_one(int t, float* grad, const float*
   grad[u * K + i] += (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
+// A thread's task in a layer's forward pass or weight gradient: one output (ONE, narrow
+// layers) or a 4 x 4 tile of them.
+template <bool ONE, int N, int K, bool ACT>
+__device__ __forceinline__ void forward_by_thread(int t, const float* w, const float* in,
+                                                  float* out) {
+  if constexpr (ONE) forward_one<N, K, ACT>(t, w, in, out);
+  else forward_tile<N, K, ACT>(t, w, in, out);
+}
+template <bool ONE, int N, int K>
+__device__ __forceinline__ void weight_grad_by_thread(int t, float* grad, const float* dz,
+                                                      const float* in) {
+  if constexpr (ONE) weight_grad_one<N, K>(t, grad, dz, in);
+  else weight_grad_tile<N, K>(t, grad, dz, in);
+}
+// Thread tasks of a layer of N outputs and K inputs over a tile's samples: forward
+// outputs (FORWARD) or weights.
+template <bool ONE, bool FORWARD>
+__host__ __device__ constexpr int thread_tasks(int n, int k) {
+  return ONE ? (FORWARD ? align4(n) * kTile : n * k)
+             : align4(n) / 4 * (FORWARD ? kTileQuads : align4(k) / 4);
+}
+
 // Bias gradient of unit u: grad_bias[u] += sum_s dz[u][s] (in order).
 __device__ __forceinline__ void bias_grad(int u, float* grad_bias, const float* dz) {
   float acc = 0.f;
@@ -560,24 +582,19 @@ __device__ __forceinline__ void forward_layer(float* smem, int tid) {
         forward_warp<NC, K, kHiddenLayer>(w - WA, shared_weight<1>(smem, k),
                                           input_rows<1>(smem, k), output_rows<1>(smem, k));
     }
-  } else if constexpr (narrow(TA + TC)) {
-    constexpr int OA = ACTOR ? align4(NA) * kTile : 0, OC = CRITIC ? align4(NC) * kTile : 0;
+  } else {
+    constexpr bool kOne = narrow(TA + TC);
+    constexpr int OA = ACTOR ? thread_tasks<kOne, true>(NA, K) : 0;
+    constexpr int OC = CRITIC ? thread_tasks<kOne, true>(NC, K) : 0;
     for (int t = tid; t < OA + OC; t += kThreads) {
       if (t < OA)
-        forward_one<NA, K, kHiddenLayer>(t, shared_weight<0>(smem, k), input_rows<0>(smem, k),
-                                         output_rows<0>(smem, k));
+        forward_by_thread<kOne, NA, K, kHiddenLayer>(t, shared_weight<0>(smem, k),
+                                                     input_rows<0>(smem, k),
+                                                     output_rows<0>(smem, k));
       else
-        forward_one<NC, K, kHiddenLayer>(t - OA, shared_weight<1>(smem, k),
-                                         input_rows<1>(smem, k), output_rows<1>(smem, k));
-    }
-  } else {
-    for (int t = tid; t < TA + TC; t += kThreads) {
-      if (t < TA)
-        forward_tile<NA, K, kHiddenLayer>(t, shared_weight<0>(smem, k),
-                                          input_rows<0>(smem, k), output_rows<0>(smem, k));
-      else
-        forward_tile<NC, K, kHiddenLayer>(t - TA, shared_weight<1>(smem, k),
-                                          input_rows<1>(smem, k), output_rows<1>(smem, k));
+        forward_by_thread<kOne, NC, K, kHiddenLayer>(t - OA, shared_weight<1>(smem, k),
+                                                     input_rows<1>(smem, k),
+                                                     output_rows<1>(smem, k));
     }
   }
 }
@@ -613,30 +630,20 @@ __device__ __forceinline__ void backward_from(float* smem, float* grad, int tid)
       else
         bias_grad(t - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
     }
-  } else if constexpr (narrow(TA + TC)) {
-    constexpr int OA = NA * K, OC = NC * K;
+  } else {
+    constexpr bool kOne = narrow(TA + TC);
+    constexpr int OA = thread_tasks<kOne, false>(NA, K), OC = thread_tasks<kOne, false>(NC, K);
     for (int t = tid; t < OA + OC + NA + NC; t += kThreads) {
       if (t < OA)
-        weight_grad_one<NA, K>(t, grad_a, gradient_rows<0>(smem, k), input_rows<0>(smem, k));
+        weight_grad_by_thread<kOne, NA, K>(t, grad_a, gradient_rows<0>(smem, k),
+                                           input_rows<0>(smem, k));
       else if (t < OA + OC)
-        weight_grad_one<NC, K>(t - OA, grad_c, gradient_rows<1>(smem, k),
-                               input_rows<1>(smem, k));
+        weight_grad_by_thread<kOne, NC, K>(t - OA, grad_c, gradient_rows<1>(smem, k),
+                                           input_rows<1>(smem, k));
       else if (t < OA + OC + NA)
         bias_grad(t - OA - OC, grad_a + NA * K, gradient_rows<0>(smem, k));
       else
         bias_grad(t - OA - OC - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
-    }
-  } else {
-    for (int t = tid; t < TA + TC + NA + NC; t += kThreads) {
-      if (t < TA)
-        weight_grad_tile<NA, K>(t, grad_a, gradient_rows<0>(smem, k), input_rows<0>(smem, k));
-      else if (t < TA + TC)
-        weight_grad_tile<NC, K>(t - TA, grad_c, gradient_rows<1>(smem, k),
-                                input_rows<1>(smem, k));
-      else if (t < TA + TC + NA)
-        bias_grad(t - TA - TC, grad_a + NA * K, gradient_rows<0>(smem, k));
-      else
-        bias_grad(t - TA - TC - NA, grad_c + NC * K, gradient_rows<1>(smem, k));
     }
   }
   __syncthreads();

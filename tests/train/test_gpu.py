@@ -170,6 +170,7 @@ def test_fused_kernels_true_explains_what_blocks_them(tmp_path):
                             num_envs=2, run_dir=str(tmp_path / "tag"), **COMMON))
 
 
+@pytest.mark.usefixtures("hard_time_limit")  # builds (compiles) a kernel per precision
 @pytest.mark.parametrize("precision, mma", [("highest", 3), ("high", 1)])
 def test_the_fused_kernels_run_the_configs_matmul_precision(tmp_path, precision, mma):
     config = load_config(None, ["trainer.fused_kernels=true",

@@ -13,6 +13,8 @@
 #   purejaxrl: PPO CartPole against PureJaxRL (scripts/bench_vs_purejaxrl.py)
 #   mainjob: the README's main job with other num_envs / learning rates and seeds
 #           (MAIN_CANDIDATES="16:0.00025 32:0.001", MAIN_SEEDS="1 2 3 4 5")
+#   mainab: the main job as BEFORE_TREE (default .bench-b) ships it and as this tree, alternating
+#           (STARTUP_RUNS rounds), then TIMELINES (default 3) in-process timelines
 #   startup: the main job with its CUDA warm-up thread, then its fast exit, switched off in
 #           turn, alternating (STARTUP_RUNS rounds, default 10), and each variant's median
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
@@ -129,6 +131,42 @@ mainjob)
         "$(grep -o "mean return [0-9.]*" "$d/main_job_$label.log" | tail -1)"
       [ "$(left 585)" -gt 20 ] || break 2
     done
+  done
+  ;;
+mainab)
+  # the README's main job as BEFORE_TREE (default .bench-b, carried) ships it and as this tree,
+  # alternating, STARTUP_RUNS rounds (seed = round), warm kernel caches; then each side's
+  # median, and TIMELINES in-process timelines of this tree (scripts/lab/time_main_job.py)
+  before="${BEFORE_TREE:-.bench-b}"
+  link_earlier_tree "$before"
+  gpu-vecenv compile -j 16 | tail -1
+  (cd "$before" && PYTHONPATH="$PWD" python3 -c 'from gpu_vecenv.cli import console_main; console_main()' \
+    compile -j 16 | tail -1)
+  for round in $(seq "${STARTUP_RUNS:-10}"); do
+    t0=$(now)
+    (cd "$before" && PYTHONPATH="$PWD" timeout 120 python3 -c \
+      'from gpu_vecenv.cli import console_main; console_main()' train --env GPUCartPole-v1 \
+      --run-dir "$work/main_before" --overwrite --no-progress --seed "$round" \
+      > "$d/main_job_before_$round.log" 2>&1)
+    rc=$?; t1=$(now)
+    echo "before_$round exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s" | tee -a "$d/walls.txt"
+    main_job "after_$round" --no-progress --seed "$round" > /dev/null
+    [ "$(left 585)" -gt 25 ] || break
+  done
+  python3 - "$d/walls.txt" <<'PY'
+import collections, statistics, sys
+walls = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, _, _, _, wall, _ = line.split()
+    walls[label.rsplit("_", 1)[0]].append(float(wall))
+for variant, values in walls.items():
+    print(f"{variant}: median {statistics.median(values):.2f} s over {len(values)}: {values}")
+PY
+  for i in $(seq "${TIMELINES:-3}"); do
+    [ "$(left 585)" -gt 30 ] || break
+    timeout 60 python3 scripts/lab/time_main_job.py "$d/main_job_timeline_$i.json" \
+      --env GPUCartPole-v1 --run-dir "$work/main_timed" --overwrite --no-progress --seed "$i" \
+      2>&1 | tail -14
   done
   ;;
 startup)

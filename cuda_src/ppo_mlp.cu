@@ -20,7 +20,8 @@
 // categorical); NUM_SEG (1..8) with SEG0..7 (category counts) and START0..7 (the space's
 // start), 0 past NUM_SEG; NORMALIZE_OBS; TILE (samples per tile, a multiple of 8); and the
 // block sizes, which the host launches with: THREADS (the tile kernels), REDUCE_THREADS
-// (ppo_reduce_grads, clip_grads, gae_advantages) and STATS_THREADS (advantage_stats);
+// (ppo_reduce_grads, clip_grads, gae_advantages) and STATS_THREADS (advantage_stats), and
+// REDUCE_SLICES (ppo_reduce_grads' parameters per block: REDUCE_THREADS / REDUCE_SLICES);
 // MMA_PRECISION: how the hidden layers' products run (below).
 //
 // Products whose sizes split into a warp's 16 x 32 blocks (those between hidden layers of
@@ -41,7 +42,8 @@
     || !defined(H2) || !defined(H3) || !defined(ACTOR_OUT) || !defined(ACTIVATION) \
     || !defined(HEAD_GAUSSIAN) || !defined(NUM_SEG) || !defined(SEG7) || !defined(START7) \
     || !defined(NORMALIZE_OBS) || !defined(TILE) || !defined(THREADS) \
-    || !defined(REDUCE_THREADS) || !defined(STATS_THREADS) || !defined(MMA_PRECISION)
+    || !defined(REDUCE_THREADS) || !defined(REDUCE_SLICES) || !defined(STATS_THREADS) \
+    || !defined(MMA_PRECISION)
 #error "ppo_mlp.cu needs its sizes as -D flags (see gpu_vecenv/train/ppo_mlp_kernels.py)"
 #endif
 
@@ -64,8 +66,7 @@ static_assert(kReduceThreads >= 32 && (kReduceThreads & (kReduceThreads - 1)) ==
 // hit 8 different 16-byte bank groups.
 constexpr int kRowStride = kTile + 4;
 static_assert(kTile % 8 == 0, "TILE must be a multiple of 8");
-static_assert(kThreads % 32 == 0 && kThreads >= kTile,
-              "THREADS must be a multiple of 32 and >= TILE");
+static_assert(kThreads % 32 == 0, "THREADS must be a multiple of 32");
 
 __host__ __device__ constexpr int hidden(int k) {
   return k == 0 ? H0 : k == 1 ? H1 : k == 2 ? H2 : H3;
@@ -929,48 +930,83 @@ using Head = CategoricalHead<kNumSegments>;
 __device__ int ppo_mlp_layout[7] = {kNumParams, kUpdateSharedBytes, kForwardSharedBytes,
                                     kTile, kThreads, kActionDim, kMmaPrecision};
 
+// The sum over a warp of v in a fixed order (a butterfly: every lane gets the same bits).
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // The sum of v over a block of STATS_THREADS threads, returned to every thread (fixed
-// order: warp shuffles, then the warps' sums).
+// order: warp butterflies, then the warps' sums in order).
 constexpr int kStatsThreads = STATS_THREADS;
-static_assert(kStatsThreads == 32 * 32, "block_sum sums the partial sums of exactly 32 warps");
+constexpr int kStatsWarps = kStatsThreads / 32;
+constexpr int kStatsPerThread = 8;  // advantages a thread of advantage_stats holds
+constexpr int kStatsChunk = kStatsThreads * kStatsPerThread;  // advantages per block
+static_assert(kStatsThreads % 32 == 0 && kStatsThreads <= 1024,
+              "STATS_THREADS must be a multiple of 32, at most 1024");
 __device__ __forceinline__ float block_sum(float v, float* part) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  v = warp_sum(v);
   if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
   __syncthreads();
-  if (threadIdx.x < 32) {
-    v = part[threadIdx.x];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (threadIdx.x == 0) part[32] = v;
-  }
-  __syncthreads();
-  const float total = part[32];
+  float total = 0.f;
+  for (int w = 0; w < kStatsWarps; ++w) total += part[w];
   __syncthreads();  // part is free again
   return total;
 }
 
-// Per minibatch: mean and unbiased std of advantages[order[mb * size + k]], k < size.
-// One block of STATS_THREADS threads per minibatch; stats[2 mb], stats[2 mb + 1].
+// Per minibatch mb and chunk c of kStatsChunk of its advantages (advantages[order[mb * size
+// + k]], c kStatsChunk <= k < size): the count, mean and sum of squared deviations from it
+// (two passes over values held in registers) into partials[(mb * gridDim.y + c) * 3 ..];
+// advantage_stats_combine joins them. Blocks: (minibatches, chunks).
 extern "C" __global__ void __launch_bounds__(kStatsThreads) advantage_stats(
     const float* __restrict__ advantages, const int64_t* __restrict__ order, int size,
-    float* __restrict__ stats) {
-  __shared__ float part[33];
-  const int mb = blockIdx.x, tid = threadIdx.x;
+    float* __restrict__ partials) {
+  __shared__ float part[kStatsWarps];
+  const int mb = blockIdx.x, c = blockIdx.y, tid = threadIdx.x;
   const int64_t* idx = order + (int64_t)mb * size;
+  const int first = c * kStatsChunk, n = min(size - first, kStatsChunk);
+  float v[kStatsPerThread];
+#pragma unroll
+  for (int j = 0; j < kStatsPerThread; ++j) {
+    const int k = tid + j * kStatsThreads;
+    v[j] = k < n ? advantages[idx[first + k]] : 0.f;
+  }
   float sum = 0.f;
-#pragma unroll 4
-  for (int k = tid; k < size; k += kStatsThreads) sum += advantages[idx[k]];
-  const float mean = block_sum(sum, part) / (float)size;
+#pragma unroll
+  for (int j = 0; j < kStatsPerThread; ++j) sum += v[j];
+  const float mean = block_sum(sum, part) / (float)n;
   float sq = 0.f;
-#pragma unroll 4
-  for (int k = tid; k < size; k += kStatsThreads) {
-    const float d = advantages[idx[k]] - mean;
+#pragma unroll
+  for (int j = 0; j < kStatsPerThread; ++j) {
+    const float d = tid + j * kStatsThreads < n ? v[j] - mean : 0.f;
     sq += d * d;
   }
-  const float var = block_sum(sq, part) / (float)(size - 1);
+  const float m2 = block_sum(sq, part);
   if (tid == 0) {
-    stats[2 * mb] = mean;
-    stats[2 * mb + 1] = sqrtf(var);
+    float* out = partials + ((int64_t)mb * gridDim.y + c) * 3;
+    out[0] = (float)n;
+    out[1] = mean;
+    out[2] = m2;
   }
+}
+
+// Each minibatch's chunks joined in order (Chan et al.'s pairwise update): stats[2 mb] =
+// mean, stats[2 mb + 1] = unbiased std of its size advantages. One thread per minibatch.
+extern "C" __global__ void advantage_stats_combine(const float* __restrict__ partials,
+                                                   int chunks, int minibatches,
+                                                   float* __restrict__ stats) {
+  const int mb = blockIdx.x * blockDim.x + threadIdx.x;
+  if (mb >= minibatches) return;
+  const float* p = partials + (int64_t)mb * chunks * 3;
+  float n = p[0], mean = p[1], m2 = p[2];
+  for (int c = 1; c < chunks; ++c) {
+    const float nb = p[3 * c], delta = p[3 * c + 1] - mean, total = n + nb;
+    mean += delta * (nb / total);
+    m2 += p[3 * c + 2] + delta * delta * (n * nb / total);
+    n = total;
+  }
+  stats[2 * mb] = mean;
+  stats[2 * mb + 1] = sqrtf(m2 / (n - 1.f));
 }
 
 // Forward, PPO loss and backward for the minibatch rows order[start + k], k < size.
@@ -987,7 +1023,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) ppo_update_tiles(
     int clip_vloss, int norm_adv, float* __restrict__ partial_grads,
     float* __restrict__ partial_stats) {
   extern __shared__ __align__(16) float smem[];
-  const int tid = threadIdx.x, s = tid;
+  const int tid = threadIdx.x;
   float* x = smem + kInputsAt;
   float* actor = smem + kActorRowsAt;
   float* critic = smem + kCriticRowsAt;
@@ -1011,16 +1047,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) ppo_update_tiles(
   const int tiles = (size + kTile - 1) / kTile;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     __syncthreads();
-    if (tid < kTile) {
-      const int k = tile * kTile + tid;
-      rows[tid] = k < size ? (int)order[start + k] : -1;
+    for (int r = tid; r < kTile; r += kThreads) {
+      const int k = tile * kTile + r;
+      rows[r] = k < size ? (int)order[start + k] : -1;
     }
     __syncthreads();
     load_tile(obs, rows, norm_mean, norm_var, x, tid);
     __syncthreads();
     forward_from<0, true, true>(smem, tid);
 
-    if (tid < kTile) {
+    for (int s = tid; s < kTile; s += kThreads) {
       const int row = rows[s];
       const bool valid = row >= 0;
       const float* out = actor + kHiddenRows * kRowStride;
@@ -1064,9 +1100,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) ppo_update_tiles(
   }
 }
 
-// grad[p] = sum over blocks of partial_grads (block order); sumsq[blockIdx.x] = this
-// block's sum of grad^2. Block 0 also folds the minibatch's mean statistics into totals:
-// [loss, policy loss, value loss, entropy, approx kl, clip fraction] (+=).
+// grad[p] = sum over blocks of partial_grads; sumsq[blockIdx.x] = this block's sum of
+// grad^2. A block sums kReduceParams parameters, each in kReduceSlices slices of the blocks
+// (slice j: a contiguous range, in block order), then the slices in order: a fixed order,
+// with kReduceSlices times the loads in flight of one thread per parameter. Block 0 also
+// folds the minibatch's mean statistics into totals: [loss, policy loss, value loss,
+// entropy, approx kl, clip fraction] (+=).
+constexpr int kReduceSlices = REDUCE_SLICES;
+constexpr int kReduceParams = kReduceThreads / kReduceSlices;
+static_assert(kReduceParams % 32 == 0 && kReduceParams * kReduceSlices == kReduceThreads,
+              "REDUCE_THREADS must be REDUCE_SLICES times a multiple of 32");
+
 extern "C" __global__ void ppo_reduce_grads(const float* __restrict__ partial_grads,
                                             const float* __restrict__ partial_stats,
                                             int blocks, float inv_b, float ent_coef,
@@ -1074,57 +1118,70 @@ extern "C" __global__ void ppo_reduce_grads(const float* __restrict__ partial_gr
                                             float* __restrict__ sumsq,
                                             float* __restrict__ totals) {
   __shared__ float part[kReduceThreads];
-  const int tid = threadIdx.x, p = blockIdx.x * kReduceThreads + tid;
+  __shared__ float warp_sq[kReduceParams / 32], stat[kNumStats];
+  const int tid = threadIdx.x, slice = tid / kReduceParams, pi = tid - slice * kReduceParams;
+  const int p = blockIdx.x * kReduceParams + pi;
+  const int per_slice = (blocks + kReduceSlices - 1) / kReduceSlices;
+  const int first = min(blocks, slice * per_slice), last = min(blocks, first + per_slice);
   float v = 0.f;
   if (p < kNumParams) {
-    // Eight loads in flight, then their sum in block order (the order of a plain loop).
+    // Eight loads in flight, then their sum in block order.
     const float* src = partial_grads + p;
-    int b = 0;
-    for (; b + 8 <= blocks; b += 8) {
+    int b = first;
+    for (; b + 8 <= last; b += 8) {
       float x[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) x[j] = src[(int64_t)(b + j) * kNumParams];
 #pragma unroll
       for (int j = 0; j < 8; ++j) v += x[j];
     }
-    for (; b < blocks; ++b) v += src[(int64_t)b * kNumParams];
-    grad[p] = v;
+    for (; b < last; ++b) v += src[(int64_t)b * kNumParams];
   }
-  part[tid] = v * v;
+  part[tid] = v;
   __syncthreads();
-  for (int w = kReduceThreads / 2; w > 0; w >>= 1) {
-    if (tid < w) part[tid] += part[tid + w];
-    __syncthreads();
+  if (slice == 0) {
+    float g = part[pi];
+#pragma unroll
+    for (int j = 1; j < kReduceSlices; ++j) g += part[j * kReduceParams + pi];
+    if (p < kNumParams) grad[p] = g;
+    const float sq = warp_sum(g * g);  // 0 past kNumParams
+    if (tid % 32 == 0) warp_sq[tid / 32] = sq;
   }
-  if (tid == 0) sumsq[blockIdx.x] = part[0];
-  if (blockIdx.x == 0) {
-    __syncthreads();
-    if (tid < kNumStats) {
-      float acc = 0.f;
-      for (int b = 0; b < blocks; ++b) acc += partial_stats[b * kStatRows + tid];
-      part[tid] = acc * inv_b;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      const float pg = part[0], vl = part[1], ent = part[2];
+  if (blockIdx.x == 0 && tid / 32 < kNumStats) {
+    // statistic tid / 32 by one warp: lanes over blocks, then a butterfly
+    const int r = tid / 32;
+    float acc = 0.f;
+    for (int b = tid % 32; b < blocks; b += 32) acc += partial_stats[b * kStatRows + r];
+    acc = warp_sum(acc) * inv_b;
+    if (tid % 32 == 0) stat[r] = acc;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float total = 0.f;
+    for (int w = 0; w < kReduceParams / 32; ++w) total += warp_sq[w];
+    sumsq[blockIdx.x] = total;
+    if (blockIdx.x == 0) {
+      const float pg = stat[0], vl = stat[1], ent = stat[2];
       totals[0] += pg - ent_coef * ent + vf_coef * vl;
       totals[1] += pg;
       totals[2] += vl;
       totals[3] += ent;
-      totals[4] += part[3];
-      totals[5] += part[4];
+      totals[4] += stat[3];
+      totals[5] += stat[4];
     }
   }
 }
 
 // Gradient clipping by the global norm (torch.nn.utils.clip_grad_norm_'s rule):
-// grad *= min(max_norm / (norm + 1e-6), 1), norm = sqrt(sum of sumsq[0..n)).
+// grad *= min(max_norm / (norm + 1e-6), 1), norm = sqrt(sum of sumsq[0..n)) (summed by each
+// warp in the same order).
 extern "C" __global__ void clip_grads(float* __restrict__ grad, const float* __restrict__ sumsq,
                                       int n, float max_norm) {
   const int p = blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= kNumParams) return;
   float total = 0.f;
-  for (int k = 0; k < n; ++k) total += sumsq[k];
+  for (int k = threadIdx.x % 32; k < n; k += 32) total += sumsq[k];
+  total = warp_sum(total);
+  if (p >= kNumParams) return;
   const float coef = fminf(max_norm / (sqrtf(total) + 1e-6f), 1.f);
   grad[p] *= coef;
 }
@@ -1140,13 +1197,15 @@ extern "C" __global__ void __launch_bounds__(kThreads) ppo_act(
     void* __restrict__ actions_out, float* __restrict__ log_probs_out,
     void* __restrict__ env_actions) {
   extern __shared__ __align__(16) float smem[];
-  const int tid = threadIdx.x, s = tid;
+  const int tid = threadIdx.x;
   int* rows = reinterpret_cast<int*>(smem + kSampleRowsAt);
   load_weights<0>(params, smem, tid);
   const int tiles = (n + kTile - 1) / kTile;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     __syncthreads();
-    if (tid < kTile) rows[tid] = tile * kTile + tid < n ? tile * kTile + tid : -1;
+    for (int r = tid; r < kTile; r += kThreads) {
+      rows[r] = tile * kTile + r < n ? tile * kTile + r : -1;
+    }
     __syncthreads();
     for (int e = tid; e < kObsDim * kTile; e += kThreads) {  // raw observations into storage
       const int i = e / kTile, k = e - i * kTile;
@@ -1157,7 +1216,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) ppo_act(
     load_tile(obs, rows, norm_mean, norm_var, smem + kInputsAt, tid);
     __syncthreads();
     forward_from<0, true, false>(smem, tid);
-    if (tid < kTile && rows[s] >= 0) {
+    for (int s = tid; s < kTile; s += kThreads) {
+      if (rows[s] < 0) continue;
       const int64_t row = rows[s];
       const float* out = smem + kActorRowsAt + kHiddenRows * kRowStride;
       const float* u = noise + row * kActorOut;
@@ -1173,19 +1233,21 @@ extern "C" __global__ void __launch_bounds__(kThreads) mlp_values(
     const float* __restrict__ norm_mean, const float* __restrict__ norm_var,
     float* __restrict__ values) {
   extern __shared__ __align__(16) float smem[];
-  const int tid = threadIdx.x, s = tid;
+  const int tid = threadIdx.x;
   int* rows = reinterpret_cast<int*>(smem + kSampleRowsAt);
   load_weights<1>(params, smem, tid);
   const int tiles = (n + kTile - 1) / kTile;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     __syncthreads();
-    if (tid < kTile) rows[tid] = tile * kTile + tid < n ? tile * kTile + tid : -1;
+    for (int r = tid; r < kTile; r += kThreads) {
+      rows[r] = tile * kTile + r < n ? tile * kTile + r : -1;
+    }
     __syncthreads();
     load_tile(obs, rows, norm_mean, norm_var, smem + kInputsAt, tid);
     __syncthreads();
     forward_from<0, false, true>(smem, tid);
-    if (tid < kTile && rows[s] >= 0) {
-      values[rows[s]] = smem[kCriticRowsAt + kHiddenRows * kRowStride + s];
+    for (int s = tid; s < kTile; s += kThreads) {
+      if (rows[s] >= 0) values[rows[s]] = smem[kCriticRowsAt + kHiddenRows * kRowStride + s];
     }
   }
 }

@@ -461,6 +461,7 @@ def test_fused_flags_carry_every_array_element_and_the_launch_block_sizes():
     assert [flags[f"START{c}"] for c in range(fused.MAX_SEGMENTS)] == ["-1", "0", *["0"] * 6]
     assert flags["REDUCE_THREADS"] == str(fused.REDUCE_THREADS)
     assert flags["STATS_THREADS"] == str(fused.STATS_THREADS)
+    assert flags["REDUCE_SLICES"] == str(fused.REDUCE_SLICES)
     box = dict(f[2:].split("=") for f in _fused_flags(*FUSED_HEADS[2]))
     assert box["NUM_SEG"] == "1" and box["H1"] == box["SEG0"] == "0"
 

@@ -12,7 +12,8 @@ kernels here do the same computation in a handful of launches:
 - ``mlp_values`` and ``gae_advantages`` (before the update): V of the roll-out's
   observations and final observations, then the GAE scan (the same float operations as
   :func:`gpu_vecenv.train.losses.gae_advantages`, so identical results);
-- per epoch ``advantage_stats`` (each minibatch's advantage mean and std), per minibatch
+- per epoch ``advantage_stats`` and ``advantage_stats_combine`` (each minibatch's advantage
+  mean and std, from chunks of 2,048 joined in order), per minibatch
   ``ppo_update_tiles`` (forward, loss, backward for tiles of 64 samples, or 32 where 64
   do not fit, over shared memory: the products between hidden layers on TF32 tensor
   cores where the GPU has them (:data:`MMA_PRECISIONS`), the others as 4x4
@@ -44,9 +45,18 @@ SOURCE = "ppo_mlp"
 TILES = (64, 32)
 """Samples per tile (a block's unit of work), largest first: a network runs with the
 largest whose shared memory fits on the GPU."""
+LARGE_TILES = (128,)
+"""Tiles a caller may ask for (``FusedPPO(tile=...)``) beyond :data:`TILES`."""
 THREADS_PER_SAMPLE = 8
-"""A block is ``8 * tile`` threads: one 4x4 output tile each in a 64x64 layer's products
-(both nets) where these run as FMAs; 16 warps for tensor-core tasks of 16 x 32."""
+"""A block is ``8 * tile`` threads, at most :data:`MAX_THREADS`: one 4x4 output tile each
+in a 64x64 layer's products (both nets) where these run as FMAs; 16 warps for tensor-core
+tasks of 16 x 32."""
+MAX_THREADS = 512
+
+
+def threads_per_block(tile: int) -> int:
+    """Threads per block of the tile kernels for tiles of ``tile`` samples."""
+    return min(THREADS_PER_SAMPLE * tile, MAX_THREADS)
 MAX_HIDDEN_LAYERS = 4
 MAX_SEGMENTS = 8
 _ACTIVATIONS = {"tanh": 0, "relu": 1, "elu": 2}
@@ -60,8 +70,17 @@ _NSTATS = 5
 REDUCE_THREADS = 256
 """Threads per block of ``ppo_reduce_grads``, ``clip_grads`` and ``gae_advantages``: the
 launches below and, as ``-DREDUCE_THREADS``, the kernels' own sizes (one number)."""
-STATS_THREADS = 1024
-"""Threads per block of ``advantage_stats`` (launch and ``-DSTATS_THREADS``; 32 warps)."""
+REDUCE_SLICES = 4
+"""Slices of the blocks' partial sums that ``ppo_reduce_grads`` sums apart (then in
+order): each of its blocks sums ``REDUCE_THREADS / REDUCE_SLICES`` parameters (launch and
+``-DREDUCE_SLICES``)."""
+STATS_THREADS = 256
+"""Threads per block of ``advantage_stats`` (launch and ``-DSTATS_THREADS``); a block holds
+:data:`STATS_PER_THREAD` advantages per thread."""
+STATS_PER_THREAD = 8
+"""Advantages per thread of ``advantage_stats`` (``kStatsPerThread`` in the .cu): a
+minibatch's statistics come from ``ceil(size / (STATS_THREADS * STATS_PER_THREAD))``
+blocks, joined by ``advantage_stats_combine``."""
 MMA_PRECISIONS = {"highest": 3, "high": 1, "medium": 1}
 """``-DMMA_PRECISION`` by float32 matmul precision (``trainer.matmul_precision``): how the
 products between hidden layers (those that split into a warp's 16 x 32 blocks: 32, 64, ...
@@ -231,7 +250,8 @@ def compile_flags(obs_dim: int, hidden: tuple[int, ...], activation: str,
              f"-DACTOR_OUT={spec.head_size}", f"-DACTIVATION={_ACTIVATIONS[activation]}",
              f"-DHEAD_GAUSSIAN={int(box)}",
              f"-DNORMALIZE_OBS={int(normalize_obs)}", f"-DTILE={tile}",
-             f"-DTHREADS={THREADS_PER_SAMPLE * tile}", f"-DREDUCE_THREADS={REDUCE_THREADS}",
+             f"-DTHREADS={threads_per_block(tile)}", f"-DREDUCE_THREADS={REDUCE_THREADS}",
+             f"-DREDUCE_SLICES={REDUCE_SLICES}",
              f"-DSTATS_THREADS={STATS_THREADS}", f"-DNUM_SEG={1 if box else len(sizes)}",
              *(f"-DSEG{c}={n}" for c, n in enumerate(padded(sizes, MAX_SEGMENTS))),
              *(f"-DSTART{c}={s}" for c, s in enumerate(padded(starts, MAX_SEGMENTS))),
@@ -301,10 +321,11 @@ class FusedPPO:
         limit = shared_limit(self.device)
         if tile is None:
             tile = choose_tile(obs_dim, hidden, spec, limit)
-        if tile not in TILES or shared_bytes(obs_dim, hidden, spec, tile) > limit:
-            raise ValueError(f"tiles of {tile} samples: the fused kernels take {TILES} "
-                             f"within {limit // 1024} KiB of shared memory per block")
-        self.tile, self.threads = tile, THREADS_PER_SAMPLE * tile
+        if tile not in TILES + LARGE_TILES or shared_bytes(obs_dim, hidden, spec, tile) > limit:
+            raise ValueError(f"tiles of {tile} samples: the fused kernels take "
+                             f"{TILES + LARGE_TILES} within {limit // 1024} KiB of shared "
+                             f"memory per block")
+        self.tile, self.threads = tile, threads_per_block(tile)
         flags = compile_flags(obs_dim, hidden, activation, spec, normalize_obs, tile,
                               mma_precision() if mma is None else mma)
         with torch.cuda.device(self.device_index):
@@ -337,13 +358,16 @@ class FusedPPO:
         self._reduce = kernel("ppo_reduce_grads", "PPifffPPP")
         self._clip = kernel("clip_grads", "PPif")
         self._adv_stats = kernel("advantage_stats", "PPiP")
+        self._adv_combine = kernel("advantage_stats_combine", "PiiP")
+        self._adv_partials: torch.Tensor | None = None
         self._act = kernel("ppo_act", "PPiPPPPPiPPPP", forward_bytes)
         self._values = kernel("mlp_values", "PPiPPP", forward_bytes)
         self._gae = kernel("gae_advantages", "PPPPPiiffPP")
         normalizer = model.normalizer
         self._norm = (normalizer.mean.data_ptr(), normalizer.var.data_ptr())
         self.totals = torch.zeros(6, device=self.device)
-        self._sumsq = torch.zeros(math.ceil(self.num_params / REDUCE_THREADS),
+        # one squared-norm part per ppo_reduce_grads block
+        self._sumsq = torch.zeros(math.ceil(self.num_params * REDUCE_SLICES / REDUCE_THREADS),
                                   device=self.device)
         self._partial_grads: torch.Tensor | None = None
         self._partial_stats: torch.Tensor | None = None
@@ -407,8 +431,15 @@ class FusedPPO:
                         count: int, out: torch.Tensor) -> None:
         """``out[2 m], out[2 m + 1]`` = mean and std of the advantages of minibatch
         ``m < count`` (rows ``order[m * size:(m + 1) * size]``)."""
-        self._adv_stats((count, 1, 1), (STATS_THREADS, 1, 1),
-                        (advantages.data_ptr(), order.data_ptr(), size, out.data_ptr()))
+        chunks = math.ceil(size / (STATS_THREADS * STATS_PER_THREAD))
+        needed = count * chunks * 3
+        if self._adv_partials is None or self._adv_partials.numel() < needed:
+            self._adv_partials = torch.empty(needed, device=self.device)
+        self._adv_stats((count, chunks, 1), (STATS_THREADS, 1, 1),
+                        (advantages.data_ptr(), order.data_ptr(), size,
+                         self._adv_partials.data_ptr()))
+        self._adv_combine((math.ceil(count / 32), 1, 1), (32, 1, 1),
+                          (self._adv_partials.data_ptr(), chunks, count, out.data_ptr()))
 
     def minibatch_gradient(self, batch: dict[str, torch.Tensor], order: torch.Tensor,
                            start: int, size: int, adv_stats: torch.Tensor, clip_coef: float,
@@ -434,8 +465,7 @@ class FusedPPO:
                       adv_stats.data_ptr(), *self._norm, clip_coef, ent_coef, vf_coef,
                       int(clip_vloss), int(norm_adv), self._partial_grads.data_ptr(),
                       self._partial_stats.data_ptr()))
-        reduce_blocks = (self.num_params + REDUCE_THREADS - 1) // REDUCE_THREADS
-        self._reduce((reduce_blocks, 1, 1), (REDUCE_THREADS, 1, 1),
+        self._reduce((self._sumsq.numel(), 1, 1), (REDUCE_THREADS, 1, 1),
                      (self._partial_grads.data_ptr(), self._partial_stats.data_ptr(),
                       grid[0], 1.0 / size, ent_coef, vf_coef, self.flat_grads.data_ptr(),
                       self._sumsq.data_ptr(), self.totals.data_ptr()))
@@ -443,6 +473,7 @@ class FusedPPO:
     def clip_gradient(self, max_norm: float) -> None:
         """``torch.nn.utils.clip_grad_norm_`` on the flat gradient (after
         :meth:`minibatch_gradient`)."""
-        blocks = self._sumsq.numel()
+        blocks = math.ceil(self.num_params / REDUCE_THREADS)
         self._clip((blocks, 1, 1), (REDUCE_THREADS, 1, 1),
-                   (self.flat_grads.data_ptr(), self._sumsq.data_ptr(), blocks, max_norm))
+                   (self.flat_grads.data_ptr(), self._sumsq.data_ptr(), self._sumsq.numel(),
+                    max_norm))

@@ -6,10 +6,13 @@ PureJaxRL comparison (8,192 and 65,536), plus ``mlp_values`` over 262,144 rows.
     python scripts/lab/bench_fused_update.py out.json [--sizes 128,8192,65536]
         [--variants "0 1 3 3:-DMMA_ROUND_NEAREST=1"]
 
-A variant is ``MMA[:EXTRA_FLAG,...]``: ``-DMMA_PRECISION`` and lab ``-D`` flags of
-``cuda_src/ppo_mlp.cu``. Variants alternate within each of ``--rounds`` rounds; the JSON
-holds every round, the table the medians. CUDA events around ``--reps`` steps. Run from
-an earlier tree (``PYTHONPATH``) whose kernels take no ``mma``, every variant is its FMAs.
+A variant is ``MMA[@TILE][:EXTRA_FLAG,...]``: ``-DMMA_PRECISION``, the tile (default: the
+largest that fits) and lab ``-D`` flags of ``cuda_src/ppo_mlp.cu``. Also timed: ``ppo_act``
+over 2,048 and 16,384 rows (a roll-out step of the PureJaxRL comparison) and
+``advantage_stats`` of 4 minibatches of 65,536. Variants
+alternate within each of ``--rounds`` rounds; the JSON holds every round, the table the
+medians. CUDA events around ``--reps`` steps. Run from an earlier tree (``PYTHONPATH``)
+whose kernels take no ``mma``, every variant is its FMAs.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from gpu_vecenv.train.networks import ActorCritic
 
 
 def build(variant: str):
-    mma, _, extra = variant.partition(":")
+    head, _, extra = variant.partition(":")
+    mma, _, tile = head.partition("@")
     flags = tuple(f for f in extra.split(",") if f)
     original = ppo_mlp_kernels.compile_flags
 
@@ -42,7 +46,7 @@ def build(variant: str):
         model = ActorCritic(4, spec, (64, 64), "tanh", -0.5, False).cuda()
         if "mma" in inspect.signature(ppo_mlp_kernels.FusedPPO).parameters:
             fused = ppo_mlp_kernels.FusedPPO(model, spec, 4, (64, 64), "tanh", False,
-                                             mma=int(mma))
+                                             mma=int(mma), tile=int(tile) if tile else None)
         else:  # an earlier tree (float32 FMAs only): the variant's number is ignored
             fused = ppo_mlp_kernels.FusedPPO(model, spec, 4, (64, 64), "tanh", False)
             fused.mma_precision = 0
@@ -88,6 +92,14 @@ def main() -> None:
     orders = {s: torch.randperm(4 * s, device="cuda") for s in sizes}
     obs_values = torch.randn(262144, 4, device="cuda")
     out_values = torch.empty(262144, device="cuda")
+    adv_big = torch.randn(4 * 65536, device="cuda")
+    order_big = torch.randperm(4 * 65536, device="cuda")
+    adv_out = torch.empty(8, device="cuda")
+    act_args = {n: (torch.randn(n, 4, device="cuda"), torch.rand(n, 1, device="cuda"),
+                    torch.empty(n, 4, device="cuda"),
+                    torch.empty(n, 1, dtype=torch.int64, device="cuda"),
+                    torch.empty(n, device="cuda"),
+                    torch.empty(n, 1, dtype=torch.int64, device="cuda")) for n in (2048, 16384)}
     results: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
     for _ in range(args.rounds):
         for v in variants:
@@ -104,6 +116,12 @@ def main() -> None:
                 results[v].setdefault(str(s), []).append(time_us(step, args.reps))
             results[v].setdefault("values_262144", []).append(
                 time_us(lambda f=f: f.values(obs_values, out_values), 50))
+            results[v].setdefault("adv_stats_4x65536", []).append(
+                time_us(lambda f=f: f.advantage_stats(adv_big, order_big, 65536, 4, adv_out),
+                        200))
+            for n in (2048, 16384):
+                results[v].setdefault(f"act_{n}", []).append(
+                    time_us(lambda f=f, n=n: f.act(*act_args[n]), 200))
     report = {"device": torch.cuda.get_device_name(), "reps": args.reps,
               "mma_precision_run": {v: fused[v].mma_precision for v in variants},
               "microseconds": results,
@@ -111,7 +129,8 @@ def main() -> None:
                           for v, r in results.items()}}
     with open(args.out, "w") as fh:
         json.dump(report, fh, indent=1)
-    cols = [str(s) for s in sizes] + ["values_262144"]
+    cols = [str(s) for s in sizes] + ["values_262144", "adv_stats_4x65536", "act_2048",
+                                       "act_16384"]
     print("variant".ljust(36) + "".join(c.rjust(16) for c in cols) + "   (us, median)")
     for v in variants:
         print(v.ljust(36) + "".join(f"{report['medians'][v][c]:16.1f}" for c in cols))

@@ -1,7 +1,9 @@
 #!/bin/bash
 # The fused PPO kernels on the GPU machine, one call: their GPU tests, the update's kernels
 # timed against an earlier tree's (scripts/lab/bench_fused_update.py; BEFORE_TREE, default
-# .bench-b, carried), compute-sanitizer memcheck and racecheck over their tests, and PPO
+# .bench-b, carried; BEFORE_VARIANTS, default 0, and VARIANTS, default "0 1 3", as that
+# script takes them), compute-sanitizer memcheck and racecheck over their tests (SANITIZE_K:
+# which, as pytest -k), and PPO
 # CartPole against PureJaxRL's throughput (PJX_REPEATS alternating runs a side, default 3;
 # PJX_MODES, default throughput; PJX=0 skips it; carry .whl for flax/optax).
 #   source .device-kit/setup.sh; bash scripts/lab/gpu_fused_checks.sh
@@ -17,15 +19,15 @@ if [ -d "$before" ]; then
   source scripts/lab/earlier_tree.sh
   link_earlier_tree "$before"
   (cd "$before" && PYTHONPATH="$PWD" timeout 200 python3 ../scripts/lab/bench_fused_update.py \
-    "$d/bench_update_before.json" --variants 0 > "$d/bench_update_before.log" 2>&1)
+    "$d/bench_update_before.json" --variants "${BEFORE_VARIANTS:-0}" > "$d/bench_update_before.log" 2>&1)
 fi
 timeout 200 python3 scripts/lab/bench_fused_update.py "$d/bench_update.json" \
-  --variants "0 1 3" > "$d/bench_update.log" 2>&1
+  --variants "${VARIANTS:-0 1 3}" > "$d/bench_update.log" 2>&1
 cat "$d/bench_update_before.log" "$d/bench_update.log" 2>/dev/null | grep -v Warn
 for tool in memcheck racecheck; do
   timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 1 \
     python3 -m pytest -q -m gpu -p no:cacheprovider tests/train/test_fused_gpu.py \
-    -k "partial-tile or act or values or gae" > "$d/sanitize_fused_$tool.log" 2>&1
+    -k "${SANITIZE_K:-partial-tile or act or values or gae}" > "$d/sanitize_fused_$tool.log" 2>&1
   echo "sanitizer $tool exit $?: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" \
     "$d/sanitize_fused_$tool.log" | tail -2 | tr '\n' ' ')"
 done

@@ -83,8 +83,11 @@ def _rollout(spec, reference, rows: int, obs_dim: int):
             "values": values + torch.randn(rows, device="cuda", generator=g) * 0.3}
 
 
-# Each case with the largest tile that fits, and two with the smaller tile forced.
-TILE_CASES = [(case, None) for case in CASES] + [("discrete-tanh", 32), ("box-elu", 32)]
+# Each case with the largest tile that fits, two with the smaller tile forced and two
+# with tiles of 128 (more samples than the block has threads).
+TILE_CASES = [(case, None) for case in CASES] + [("discrete-tanh", 32), ("box-elu", 32),
+                                                 ("discrete-tanh", 128),
+                                                 ("multidiscrete-relu-start", 128)]
 # The products as float32 FMAs on every GPU (mma=0) and one TF32 product (mma=1), for the
 # cases whose hidden layers run on tensor cores otherwise.
 MMA_CASES = [(case, tile, mma) for mma in (0, 1) for case, tile in
@@ -241,6 +244,22 @@ def test_gae_kernel_equals_the_torch_scan_bit_for_bit():
     advantages, returns = torch.empty_like(rewards), torch.empty_like(rewards)
     fused.gae(rewards, values, next_values, terminated, done, 0.98, 0.9, advantages, returns)
     assert torch.equal(advantages, expected[0]) and torch.equal(returns, expected[1])
+
+
+@pytest.mark.parametrize("rows, size, count", [(7000, 2000, 3), (30000, 6000, 5),
+                                               (100, 3, 4)])
+def test_advantage_statistics_of_many_chunks_match_torch(rows, size, count):
+    """advantage_stats sums chunks of 2,048 advantages and joins them (Chan's update):
+    each minibatch's mean and unbiased std, against torch's over the same rows."""
+    fused = _build("discrete-tanh")[3]
+    g = torch.Generator(device="cuda").manual_seed(3)
+    advantages = torch.randn(rows, device="cuda", generator=g) * 40 + 1000  # far from 0
+    order = torch.randperm(rows, device="cuda", generator=g)
+    out = torch.full((2 * count,), float("nan"), device="cuda")
+    fused.advantage_stats(advantages, order, size, count, out)
+    chosen = advantages[order[:count * size]].reshape(count, size)
+    expected = torch.stack([chosen.double().mean(1), chosen.double().std(1)], 1).reshape(-1)
+    torch.testing.assert_close(out.double(), expected, rtol=3e-5, atol=0)
 
 
 def test_flat_parameters_survive_optimizer_steps_and_state_loads():

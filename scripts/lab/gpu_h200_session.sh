@@ -15,6 +15,8 @@
 #           (MAIN_CANDIDATES="16:0.00025 32:0.001", MAIN_SEEDS="1 2 3 4 5")
 #   mainab: the main job as BEFORE_TREE (default .bench-b) ships it and as this tree, alternating
 #           (STARTUP_RUNS rounds), then TIMELINES (default 3) in-process timelines
+#   pyc:    the main job as the machine runs Python (no bytecode written) and with a bytecode
+#           cache as a pip install leaves one, alternating (STARTUP_RUNS rounds)
 #   startup: the main job with its CUDA warm-up thread, then its fast exit, switched off in
 #           turn, alternating (STARTUP_RUNS rounds, default 10), and each variant's median
 #   curves: whether TF32 products train as well: CONFIG (default tag_same_speed) trained
@@ -169,6 +171,42 @@ PY
       2>&1 | tail -14
   done
   ;;
+pyc)
+  # the README main job as this machine runs Python (PYTHONDONTWRITEBYTECODE set: every
+  # process compiles torch's sources again) and with a bytecode cache, as a pip install
+  # leaves one (PYTHONPYCACHEPREFIX, written by one untimed run first), alternating,
+  # STARTUP_RUNS rounds (seed = round); `import torch` alone three times each way; medians
+  cache="$work/pycache"
+  with_cache() { (unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX="$cache"; "$@"); }
+  echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
+  gpu-vecenv compile -j 16 | tail -1
+  with_cache main_job pyc_warmup --no-progress --seed 99 > /dev/null
+  sed -i '/^pyc_warmup /d' "$d/walls.txt"
+  for i in 1 2 3; do
+    /usr/bin/time -f "import torch, as is: %e s" python3 -c "import torch" 2>> "$d/import.txt"
+    with_cache /usr/bin/time -f "import torch, bytecode cache: %e s" python3 -c "import torch" \
+      2>> "$d/import.txt"
+  done
+  cat "$d/import.txt"
+  for round in $(seq "${STARTUP_RUNS:-10}"); do
+    main_job "asis_$round" --no-progress --seed "$round" > /dev/null
+    with_cache main_job "pyc_$round" --no-progress --seed "$round" > /dev/null
+    [ "$(left 585)" -gt 20 ] || break
+  done
+  for log in "$d"/main_job_pyc_*.log "$d"/main_job_asis_*.log; do  # where each stopped, its eval
+    echo "$(basename "$log" .log): $(grep -o "at step [0-9,]*" "$log" | head -1);" \
+      "$(grep -o "mean return [0-9.]* (std" "$log" | tail -1)"
+  done
+  python3 - "$d/walls.txt" <<'PY'
+import collections, statistics, sys
+walls = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, _, _, _, wall, _ = line.split()
+    walls[label.rsplit("_", 1)[0]].append(float(wall))
+for variant, values in walls.items():
+    print(f"{variant}: median {statistics.median(values):.2f} s over {len(values)}: {values}")
+PY
+  ;;
 startup)
   # the README main job with each of its start-up switches off in turn, alternating, STARTUP_RUNS
   # rounds (default 10; seed = round): both on, GPU_VECENV_CUDA_WARMUP=0, GPU_VECENV_FAST_EXIT=0;
@@ -231,6 +269,6 @@ checks)
   [ -f "$work/refactor.tar.gz" ] || python3 scripts/lab/compare_paths.py "$work/refactor" before after
   ;;
 *)
-  echo "usage: gpu_h200_session.sh train|mainjob|startup|purejaxrl|curves|checks"; exit 2
+  echo "usage: gpu_h200_session.sh train|mainjob|mainab|pyc|startup|purejaxrl|curves|checks"; exit 2
   ;;
 esac

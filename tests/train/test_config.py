@@ -266,6 +266,15 @@ def test_fused_kernels_fit_networks_whose_weights_and_gradients_fit_shared_memor
     assert choose_tile(4, (64, 64), cartpole, limit=163 * 1024) == 64  # A100
     assert choose_tile(4, (64, 64), cartpole, limit=120 * 1024) == 32
     assert choose_tile(4, (64, 64), cartpole, limit=99 * 1024) is None  # most consumer GPUs
+    # tiles of 128 once a minibatch gives every multiprocessor two of them, where they fit
+    assert choose_tile(4, (64, 64), cartpole, minibatch_rows=2 * 128 * 132,
+                       multiprocessors=132) == 128
+    assert choose_tile(4, (64, 64), cartpole, minibatch_rows=2 * 128 * 132 - 1,
+                       multiprocessors=132) == 64
+    assert choose_tile(4, (64, 64), cartpole, limit=163 * 1024, minibatch_rows=10**6,
+                       multiprocessors=108) == 64  # A100: 220 KiB do not fit
+    assert choose_tile(72, (64, 64), tag, minibatch_rows=10**6, multiprocessors=132) == 32
+
     def blockers(hidden):  # this machine's GPU and compiler aside
         reasons = fused_blockers("ppo", hidden, "tanh", 4, cartpole, cuda)
         return [r for r in reasons if r != cuda_backend_problem(cuda)]

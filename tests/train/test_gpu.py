@@ -116,6 +116,43 @@ def test_graphed_training_equals_eager_training(tmp_path, overrides, trainer):
             assert torch.equal(p, q), name
 
 
+def test_minibatch_orders_drawn_ahead_train_as_orders_drawn_per_epoch(tmp_path):
+    """The fused learner draws every epoch's permutation at the start of the update, on a
+    side stream; with target_kl (an early stop possible) it draws each at its epoch, as
+    the torch path does. A target_kl that never stops: the same run, bit for bit."""
+    trainer = {"env": "GPUCartPole-v1", "num_envs": 512, "total_steps": 512 * 16 * 5}
+    ahead, ahead_rows = _rows(tmp_path, "ahead", ["ppo.num_steps=16"], trainer, False)
+    per_epoch, per_epoch_rows = _rows(tmp_path, "per_epoch",
+                                      ["ppo.num_steps=16", "ppo.target_kl=1e9"], trainer, False)
+    assert ahead.groups[0].learner.fused is not None and len(ahead_rows) >= 4
+    for a, b in zip(ahead_rows, per_epoch_rows, strict=True):
+        keys = [k for k in a if k.split("/")[-1] in LOSS_KEYS]
+        assert {k: a[k] for k in keys} == {k: b[k] for k in keys}, a["iteration"]
+    for p, q in zip(ahead.groups[0].learner.model.parameters(),
+                    per_epoch.groups[0].learner.model.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_large_minibatches_run_on_tiles_of_128(tmp_path):
+    """Minibatches with two tiles of 128 per multiprocessor take them where they fit in
+    shared memory; one row fewer keeps tiles of 64."""
+    from gpu_vecenv.train.ppo_mlp_kernels import shared_bytes, shared_limit
+
+    device = torch.device("cuda")
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    envs = 2 * 128 * sms * 4 // 16  # 16 steps, 4 minibatches
+    tiles = []
+    for n in (envs, envs - 1):
+        config = load_config(None, ["ppo.num_steps=16", "trainer.fused_kernels=true"],
+                             env="GPUCartPole-v1", num_envs=n, run_dir=str(tmp_path / str(n)),
+                             **COMMON)
+        with Trainer(config) as t:
+            tiles.append(t.groups[0].learner.fused.tile)
+    learner = t.groups[0].learner
+    fits = shared_bytes(4, (64, 64), learner.spec, 128) <= shared_limit(device)
+    assert tiles == [128 if fits else 64, 64]
+
+
 def test_graphs_required_but_impossible_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="target_kl"):
         Trainer(load_config(None, ["ppo.target_kl=0.02", "trainer.cuda_graphs=true"],

@@ -14,8 +14,13 @@ from gpu_vecenv.train import distributed
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.ppo import PPOLearner, ppo_metrics
-from gpu_vecenv.train.ppo_mlp_kernels import (FusedPPO, choose_tile, fused_blockers,
-                                               mma_precision, shared_limit)
+from gpu_vecenv.train.ppo_mlp_kernels import (
+    FusedPPO,
+    choose_tile,
+    fused_blockers,
+    mma_precision,
+    shared_limit,
+)
 
 
 def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_dim: int,

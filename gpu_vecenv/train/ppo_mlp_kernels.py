@@ -13,13 +13,14 @@ kernels here do the same computation in a handful of launches:
   observations and final observations, then the GAE scan (the same float operations as
   :func:`gpu_vecenv.train.losses.gae_advantages`, so identical results);
 - per epoch ``advantage_stats`` and ``advantage_stats_combine`` (each minibatch's advantage
-  mean and std, from chunks of 2,048 joined in order), per minibatch
-  ``ppo_update_tiles`` (forward, loss, backward for tiles of 64 samples, 128 where a
-  minibatch gives every multiprocessor two such, 32 where 64 do not fit, over shared memory: the products between hidden layers on TF32 tensor
-  cores where the GPU has them (:data:`MMA_PRECISIONS`), the others as 4x4
-  register-tiled FMAs; a block's weight gradients accumulate there too),
-  ``ppo_reduce_grads`` (sum of the blocks in a fixed
-  order, four slices of them apart, then the slices; statistics), ``clip_grads`` (global-norm clip), then the optimizer.
+  mean and std, from chunks of 2,048 joined in order), per minibatch ``ppo_update_tiles``
+  (forward, loss, backward for tiles of 64 samples, 128 where a minibatch gives every
+  multiprocessor two such, 32 where 64 do not fit, over shared memory: the products
+  between hidden layers on TF32 tensor cores where the GPU has them
+  (:data:`MMA_PRECISIONS`), the others as 4x4 register-tiled FMAs; a block's weight
+  gradients accumulate there too), ``ppo_reduce_grads`` (sum of the blocks in a fixed
+  order: four slices of them apart, then the slices; statistics), ``clip_grads``
+  (global-norm clip), then the optimizer.
 
 The math is the torch path's (:mod:`gpu_vecenv.train.losses`, :mod:`.distributions`,
 ``ActorCritic``), summed in another order: results agree to float rounding, not bit for

@@ -110,7 +110,7 @@ def peers_train(out: Path) -> None:
              warpdrive[key]["throughput"]["agent_steps_per_s"] / theirs, 5.0)
             for key, name in (("ours_a2c", "our A2C"), ("ours_ppo", "our PPO"))]
     # Throughput with today's fused kernels; time to 475 from an earlier call (not re-run).
-    rows = [*_load(PEERS / "vs_purejaxrl_throughput_tensor_cores.json")["summary"],
+    rows = [*_load(PEERS / "fused_update_overlap" / "vs_purejaxrl_tile128.json")["summary"],
             *[row for row in _load(PEERS / "vs_purejaxrl.json")["summary"]
               if row["mode"] == "time_to_475"]]
     for row in rows:

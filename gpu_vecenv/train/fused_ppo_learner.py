@@ -86,7 +86,9 @@ class FusedPPOLearner(PPOLearner):
         return env_actions
 
     def advantages(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`PPOLearner.advantages` in three kernels (equal bit for bit)."""
+        """:meth:`PPOLearner.advantages` in three kernels (equal bit for bit); first
+        draws the minibatch orders of the :meth:`optimize` that follows
+        (:meth:`_draw_orders`)."""
         c, s, b = self.config, self.storage, self._buffers
         self._draw_orders(s.obs.shape[0] * s.obs.shape[1])
         rewards = s.rewards * c.reward_scale if c.reward_scale != 1.0 else s.rewards

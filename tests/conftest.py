@@ -21,10 +21,13 @@
   with. A trainer sets its config's ``trainer.matmul_precision`` until it is closed (the
   Tag configs ship TF32, ``high``); a test that leaves one open must not turn a later
   test's float32 reference (autograd against the fused kernels, say) into TF32.
+- ``hard_time_limit``: a GPU test that uses it ends its process after 300 s with every
+  thread's traceback instead of hanging the suite.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import getpass
 import os
 import sys
@@ -111,3 +114,12 @@ def _float32_matmul_precision_restored():
     yield
     if torch.get_float32_matmul_precision() != before:
         torch.set_float32_matmul_precision(before)
+
+
+@pytest.fixture
+def hard_time_limit():
+    """A hang (the compiler, a capture, a device wait) ends the test process after 300 s,
+    with every thread's traceback, instead of blocking the suite."""
+    faulthandler.dump_traceback_later(300, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()

@@ -27,7 +27,8 @@ from gpu_vecenv.train.networks import ActorCritic
 from gpu_vecenv.train.ppo import ppo_minibatch_loss
 from gpu_vecenv.train.ppo_mlp_kernels import FusedPPO, kernel_parameter_order
 
-pytestmark = pytest.mark.gpu
+# a hang (a kernel, the compiler) fails the test after 300 s (tests/conftest.py)
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("hard_time_limit")]
 
 CASES = {
     # space, obs_dim, hidden, activation, normalize_obs, PPO settings

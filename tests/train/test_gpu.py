@@ -7,8 +7,6 @@ Roll-out and update must not synchronize the host with the GPU:
 
 from __future__ import annotations
 
-import faulthandler
-
 import pytest
 import torch
 
@@ -116,6 +114,7 @@ def test_graphed_training_equals_eager_training(tmp_path, overrides, trainer):
             assert torch.equal(p, q), name
 
 
+@pytest.mark.usefixtures("hard_time_limit")
 def test_minibatch_orders_drawn_ahead_train_as_orders_drawn_per_epoch(tmp_path):
     """The fused learner draws every epoch's permutation at the start of the update, on a
     side stream; with target_kl (an early stop possible) it draws each at its epoch, as
@@ -133,6 +132,7 @@ def test_minibatch_orders_drawn_ahead_train_as_orders_drawn_per_epoch(tmp_path):
         assert torch.equal(p, q)
 
 
+@pytest.mark.usefixtures("hard_time_limit")
 def test_large_minibatches_run_on_tiles_of_128(tmp_path):
     """Minibatches with two tiles of 128 per multiprocessor take them where they fit in
     shared memory; one row fewer keeps tiles of 64."""
@@ -216,15 +216,6 @@ def test_the_fused_kernels_run_the_configs_matmul_precision(tmp_path, precision,
     with Trainer(config) as t:
         cores = torch.cuda.get_device_capability() >= (8, 0)  # TF32 tensor cores
         assert t.groups[0].learner.fused.mma_precision == (mma if cores else 0)
-
-
-@pytest.fixture
-def hard_time_limit():
-    """A hang (the compiler, a capture, a device wait) ends the test process after 300 s,
-    with every thread's traceback, instead of blocking the suite."""
-    faulthandler.dump_traceback_later(300, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.mark.usefixtures("hard_time_limit")

@@ -42,16 +42,37 @@ export PYTHONUNBUFFERED=1
 source scripts/lab/earlier_tree.sh  # link_earlier_tree
 left() { echo $(( ${CALL_S:-$1} - SECONDS )); }  # seconds left of the call (CALL_S or $1)
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+# the gpu-vecenv command (as an array): installed, or with MAIN_TREE set that earlier tree's
+# (run inside it: from the repo root, the installed package would be imported first)
+cli_command() {
+  cli=(gpu-vecenv)
+  [ -n "${MAIN_TREE:-}" ] && cli=(env -C "$MAIN_TREE" PYTHONPATH="$PWD/$MAIN_TREE" python3 -c
+    'from gpu_vecenv.cli import console_main; console_main()')
+}
 # the README's main job as LABEL with more train arguments: its log in $d/main_job_LABEL.log,
-# one line of its wall time from before the process starts (also appended to $d/walls.txt)
+# one line of its wall time from before the process starts (also appended to $d/walls.txt);
+# MAIN_TREE: as cli_command
 main_job() {
   local label="$1"; shift
-  local t0 t1 rc
+  local t0 t1 rc cli
+  cli_command
   t0=$(now)
-  timeout 120 gpu-vecenv train --env GPUCartPole-v1 --run-dir "$work/main_$label" \
+  timeout 120 "${cli[@]}" train --env GPUCartPole-v1 --run-dir "$work/main_$label" \
     --overwrite "$@" > "$d/main_job_$label.log" 2>&1
   rc=$?; t1=$(now)
   echo "$label exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s" | tee -a "$d/walls.txt"
+}
+# each variant's median wall in $d/walls.txt (labels VARIANT_ROUND)
+medians() {
+  python3 - "$d/walls.txt" <<'PY'
+import collections, statistics, sys
+walls = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, _, _, _, wall, _ = line.split()
+    walls[label.rsplit("_", 1)[0]].append(float(wall))
+for variant, values in walls.items():
+    print(f"{variant}: median {statistics.median(values):.2f} s over {len(values)}: {values}")
+PY
 }
 # the train arguments of a variant: "PRECISION[,compile]" (trainer.matmul_precision, and
 # trainer.compile_update=true with ",compile")
@@ -142,28 +163,14 @@ mainab)
   before="${BEFORE_TREE:-.bench-b}"
   link_earlier_tree "$before"
   gpu-vecenv compile -j 16 | tail -1
-  (cd "$before" && PYTHONPATH="$PWD" python3 -c 'from gpu_vecenv.cli import console_main; console_main()' \
-    compile -j 16 | tail -1)
+  MAIN_TREE="$before" cli_command
+  "${cli[@]}" compile -j 16 | tail -1
   for round in $(seq "${STARTUP_RUNS:-10}"); do
-    t0=$(now)
-    (cd "$before" && PYTHONPATH="$PWD" timeout 120 python3 -c \
-      'from gpu_vecenv.cli import console_main; console_main()' train --env GPUCartPole-v1 \
-      --run-dir "$work/main_before" --overwrite --no-progress --seed "$round" \
-      > "$d/main_job_before_$round.log" 2>&1)
-    rc=$?; t1=$(now)
-    echo "before_$round exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s" | tee -a "$d/walls.txt"
+    MAIN_TREE="$before" main_job "before_$round" --no-progress --seed "$round" > /dev/null
     main_job "after_$round" --no-progress --seed "$round" > /dev/null
     [ "$(left 585)" -gt 25 ] || break
   done
-  python3 - "$d/walls.txt" <<'PY'
-import collections, statistics, sys
-walls = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    label, _, _, _, wall, _ = line.split()
-    walls[label.rsplit("_", 1)[0]].append(float(wall))
-for variant, values in walls.items():
-    print(f"{variant}: median {statistics.median(values):.2f} s over {len(values)}: {values}")
-PY
+  medians
   for i in $(seq "${TIMELINES:-3}"); do
     [ "$(left 585)" -gt 30 ] || break
     timeout 60 python3 scripts/lab/time_main_job.py "$d/main_job_timeline_$i.json" \
@@ -197,15 +204,7 @@ pyc)
     echo "$(basename "$log" .log): $(grep -o "at step [0-9,]*" "$log" | head -1);" \
       "$(grep -o "mean return [0-9.]* (std" "$log" | tail -1)"
   done
-  python3 - "$d/walls.txt" <<'PY'
-import collections, statistics, sys
-walls = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    label, _, _, _, wall, _ = line.split()
-    walls[label.rsplit("_", 1)[0]].append(float(wall))
-for variant, values in walls.items():
-    print(f"{variant}: median {statistics.median(values):.2f} s over {len(values)}: {values}")
-PY
+  medians
   ;;
 startup)
   # the README main job with each of its start-up switches off in turn, alternating, STARTUP_RUNS
@@ -222,15 +221,7 @@ startup)
     done
     [ "$(left 585)" -gt 25 ] || break
   done
-  python3 - "$d/walls.txt" <<'PY'
-import collections, statistics, sys
-walls = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    label, _, _, _, wall, _ = line.split()
-    walls[label.rsplit("_", 1)[0]].append(float(wall))
-for variant, values in walls.items():
-    print(f"{variant}: median {statistics.median(values):.2f} s over {len(values)}: {values}")
-PY
+  medians
   ;;
 purejaxrl)
   peers

@@ -18,25 +18,37 @@ from gpu_vecenv.train import distributed
 
 class EpisodeStats:
     """Per-slot running return and length; completed episodes are summed on the device
-    and read (one sync) by :meth:`read`. Shapes: ``(N,)`` per slot, ``()`` totals.
+    and read (one sync) by :meth:`read`. Shapes: ``(N,)`` per slot, ``(3,)`` totals.
 
     ``masked`` (a multi-agent env): :meth:`update` takes the env's ``info["active"]``,
     and the steps a slot spends idle (its agent left the game, which has not reset yet)
     count in no episode's length.
+
+    A step is four small kernels (the roll-out runs one per env step): the running sums
+    (one multi-tensor add), the ended episodes' sums added per slot (a select and an add)
+    and the reset of the ended slots; the sum over slots waits for :meth:`read`.
     """
 
     def __init__(self, num_slots: int, device: torch.device, masked: bool = False):
         # One (3, N) buffer: the running return, the running length and ones, so that a
-        # step's three totals (returns, lengths, count of the episodes that end) are one
-        # select and one sum, and the reset of the ended slots one fill.
+        # step's three sums (return, length, count of the episodes that end) are one
+        # select and one add, and the reset of the ended slots one fill.
         self._rows = torch.zeros(3, num_slots, device=device)
         self._rows[2] = 1.0
         self.running_return = self._rows[0]
         self.running_length = self._rows[1]
-        # [sum of returns, sum of lengths, episodes] since the last read
-        self.totals = torch.zeros(3, device=device)
+        # per slot: [sum of returns, sum of lengths, episodes] of the episodes ended since
+        # the last read
+        self._ended = torch.zeros(3, num_slots, device=device)
         # whether each slot's current observation is live (all are after a reset)
         self.live = torch.ones(num_slots, device=device) if masked else None
+        self._ones = self._rows[2]  # a step's length increment where not masked
+
+    @property
+    def totals(self) -> torch.Tensor:
+        """``(3,)``: [sum of returns, sum of lengths, episodes] ended since the last
+        :meth:`read` (a new tensor)."""
+        return self._ended.sum(1)
 
     def update(self, reward: torch.Tensor, done: torch.Tensor,
                active: torch.Tensor | None = None) -> None:
@@ -46,31 +58,33 @@ class EpisodeStats:
         agents = N`` (:meth:`gpu_vecenv.train.policies.PolicyGroup.select`)."""
         if (active is None) != (self.live is None):
             raise ValueError("EpisodeStats.update: pass active exactly when masked")
-        rows = self._rows.view(3, *reward.shape)  # running return, running length, ones
-        rows[0].add_(reward)
-        if self.live is None:
-            self.running_length += 1.0
-        else:
-            self.running_length += self.live
+        shape = reward.shape
+        rows = self._rows.view(3, *shape)  # running return, running length, ones
+        length_step = (self._ones if self.live is None else self.live).view(shape)
+        torch._foreach_add_([rows[0], rows[1]], [reward, length_step])
+        if self.live is not None:
             self.live.view(active.shape).copy_(active)
-        # the ended episodes' sums (as ``rows * done`` would, without the float copy)
-        ended = torch.where(done, rows, 0.0)
-        self.totals += ended.reshape(3, -1).sum(1)
+        # the ended episodes' sums (a select, not ``rows * done``: a NaN return of an
+        # episode still running must not reach them)
+        self._ended.view(3, *shape).add_(torch.where(done, rows, 0.0))
         rows[:2].masked_fill_(done, 0.0)
 
     def read(self) -> dict[str, float] | None:
         """Mean return/length of the episodes finished since the last read (or None)."""
-        distributed.all_reduce_sum_(self.totals)  # every rank's episodes (data-parallel)
-        ret, length, count = self.totals.tolist()
-        self.totals.zero_()
+        totals = self.totals
+        distributed.all_reduce_sum_(totals)  # every rank's episodes (data-parallel)
+        ret, length, count = totals.tolist()
+        self._ended.zero_()
         if count == 0:
             return None
         return {"episode_return": ret / count, "episode_length": length / count,
                 "episodes": count}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
+        # The ended episodes' sums over the slots (3,): a checkpoint's format does not
+        # depend on how the steps add them up.
         state = {"running_return": self.running_return.clone(),
-                 "running_length": self.running_length.clone(), "totals": self.totals.clone()}
+                 "running_length": self.running_length.clone(), "totals": self.totals}
         if self.live is not None:
             state["live"] = self.live.clone()
         return state
@@ -78,7 +92,8 @@ class EpisodeStats:
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         self.running_return.copy_(state["running_return"])
         self.running_length.copy_(state["running_length"])
-        self.totals.copy_(state["totals"])
+        self._ended.zero_()
+        self._ended[:, 0] = state["totals"]  # read() sums the slots
         if self.live is not None:  # checkpoints from before masking: all live
             live = state.get("live")
             self.live.copy_(live if live is not None else torch.ones_like(self.live))

@@ -27,10 +27,16 @@ shows the medians (the rule for peers whose rate swings) and ours over PureJaxRL
 upstream commit.
 
 - ``throughput``: ``--total-steps`` env steps of training. Ours: the logged rows' rate, from
-  the first row (compile, kernel loading and the first iterations excluded) to the last,
-  as ``scripts/bench_train.py`` measures it. PureJaxRL: its whole training is one jitted
-  function; compiled ahead of time, called ``--warmup-calls`` times, then one call timed
-  to ``block_until_ready``: env steps / seconds.
+  the second row to the last (compile, kernel loading, graph capture and the first
+  iterations excluded; so is the first row's own host work, whose first reads load torch's
+  kernels for the divergence check: ~70 ms once per process on an H200). PureJaxRL: its
+  whole training is one jitted function; compiled ahead of time, called
+  ``--warmup-calls`` times, then one call timed to ``block_until_ready``: env steps /
+  seconds. Both are steady-state rates.
+- ``--matmul-precision``: ours' ``trainer.matmul_precision`` (default: the trainer's,
+  ``highest``: float32-like products; ``high``: one TF32 product, as JAX's default for
+  float32 dots on a GPU with TF32 tensor cores). Each PureJaxRL run records how its
+  default float32 dot rounds on the device (``default_f32_dot``: ``tf32`` or ``float32``).
 - ``time_to_475``: trains up to ``--max-updates`` updates (the learning rate anneals over
   them on both sides) and stops when the mean return of the last 100 or more finished
   episodes reaches 475 (:class:`gpu_vecenv.train.stopping.ReturnWindow`, fed once per
@@ -104,6 +110,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto",
                         help="auto (the GPU where there is one) or cpu, for both sides")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--matmul-precision", choices=("highest", "high", "medium"),
+                        default=None,
+                        help="ours: trainer.matmul_precision (default: the trainer's, "
+                             "highest)")
     parser.add_argument("--seed-per-repeat", action="store_true",
                         help="repeat k of each pair trains with seed --seed + k on both sides "
                              "(default: --seed for every run)")
@@ -235,6 +245,8 @@ def worker_command(args: argparse.Namespace, run: dict[str, Any]) -> list[str]:
            "--total-steps", str(args.total_steps), "--max-updates", str(args.max_updates),
            "--chunk-updates", str(args.chunk_updates), "--warmup-calls",
            str(args.warmup_calls), "--seed", str(run_seed(args, run))]
+    if args.matmul_precision is not None:
+        cmd += ["--matmul-precision", args.matmul_precision]
     return cmd
 
 
@@ -328,6 +340,8 @@ def ours_worker(args: argparse.Namespace) -> dict[str, Any]:
                         "device": "cpu" if args.device == "cpu" else "auto",
                         "log_interval": log_interval, "progress": False,
                         "tensorboard": False, "eval_episodes": 0, "checkpoint_interval": 0}
+    if args.matmul_precision is not None:
+        trainer_settings["matmul_precision"] = args.matmul_precision
     import tempfile
 
     with tempfile.TemporaryDirectory() as run_dir:
@@ -345,13 +359,14 @@ def ours_worker(args: argparse.Namespace) -> dict[str, Any]:
                       "fused_kernels": all(getattr(g.learner, "fused", None) is not None
                                            for g in trainer.groups),
                       "torch": torch.__version__,
+                      "matmul_precision": config.trainer.matmul_precision,
                       "startup_seconds": {"interpreter_and_imports": imported - started,
                                           "build_trainer": built - imported}}
     if timing:
-        if len(rows) < 2:
-            raise RuntimeError(f"{iterations} iterations logged {len(rows)} row(s): "
-                               "raise --total-steps")
-        first, last = rows[0], rows[-1]
+        if len(rows) < 3:
+            raise RuntimeError(f"{iterations} iterations logged {len(rows)} row(s), "
+                               "fewer than 3: raise --total-steps")
+        first, last = rows[1], rows[-1]  # the first row's host work loads kernels once
         result.update(env_steps=last["global_step"] - first["global_step"],
                       seconds=last["time"] - first["time"],
                       updates=last["iteration"] - first["iteration"],
@@ -387,6 +402,7 @@ def purejaxrl_worker(args: argparse.Namespace) -> dict[str, Any]:
                                                           imported - started}}
     if timing:
         result.update(peer.time_training(config, args.seed, args.warmup_calls))
+        result["default_f32_dot"] = default_f32_dot()
         return result
     window = ReturnWindow()
     decided: list[float] = []
@@ -404,6 +420,23 @@ def purejaxrl_worker(args: argparse.Namespace) -> dict[str, Any]:
     if decided:
         result["seconds_since_process_start"] = decided[0] - started
     return result
+
+
+def default_f32_dot() -> str:
+    """How JAX computes a float32 dot at its default precision on its first device (the
+    shape of PureJaxRL's hidden layers): ``tf32`` where the products keep a 10-bit
+    mantissa (1 + 2^-12 becomes 1), ``float32`` where they keep 1 + 2^-12, else the
+    value."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.full((256, 64), 1.0 + 2.0 ** -12, dtype=jnp.float32)
+    value = float(jax.jit(jnp.dot)(x, jnp.ones((64, 64), jnp.float32))[0, 0])
+    if value == 64.0:
+        return "tf32"
+    if value == 64.0 * (1.0 + 2.0 ** -12):
+        return "float32"
+    return repr(value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,6 +58,7 @@ def test_defaults_are_the_issues_sizes_and_five_alternating_repeats(bench):
     (["--modes", "throughput,speed"], "speed"),
     (["--repeats", "0"], "--repeats"),
     (["--device", "cuda:1"], "--device"),
+    (["--matmul-precision", "low"], "--matmul-precision"),
 ])
 def test_bad_arguments_are_refused_by_name(bench, capsys, argv, message):
     with pytest.raises(SystemExit):
@@ -69,7 +70,7 @@ def test_a_worker_gets_the_callers_settings(bench):
     args = bench.parse_args(["out.json", "--num-steps", "32", "--learning-rate", "1e-3",
                              "--total-steps", "12345", "--max-updates", "77",
                              "--chunk-updates", "3", "--warmup-calls", "2", "--seed", "9",
-                             "--device", "cpu"])
+                             "--device", "cpu", "--matmul-precision", "high"])
     run = {"num_envs": 512, "mode": "time_to_475", "side": "purejaxrl", "repeat": 1}
     command = bench.worker_command(args, run)
     assert command[:2] == [sys.executable, str(SCRIPT)]
@@ -77,7 +78,7 @@ def test_a_worker_gets_the_callers_settings(bench):
     assert (worker.worker, worker.mode, worker.num_envs) == ("purejaxrl", "time_to_475", 512)
     assert bench.ppo_settings(worker) == bench.ppo_settings(args)
     for name in ("total_steps", "max_updates", "chunk_updates", "warmup_calls", "seed",
-                 "device"):
+                 "device", "matmul_precision"):
         assert getattr(worker, name) == getattr(args, name)
 
 
@@ -207,7 +208,9 @@ def test_our_worker_measures_the_rate_between_logged_rows(bench):
                              str(16 * 8 * 8), "--device", "cpu"])
     result = bench.ours_worker(args)
     assert result["device"] == "cpu" and result["backend"] == "torch"
-    assert result["updates"] == 6 and result["env_steps"] == 6 * 16 * 8  # rows 2, 4, 6, 8
+    # rows 2, 4, 6, 8: from the second (the first's reads load kernels) to the last
+    assert result["updates"] == 4 and result["env_steps"] == 4 * 16 * 8
+    assert result["matmul_precision"] == "highest"
     assert result["env_steps_per_second"] == result["env_steps"] / result["seconds"] > 0
 
 
@@ -315,4 +318,5 @@ def test_the_script_runs_both_sides_on_the_cpu(upstream, tmp_path):
         ("time_to_475", "ours"), ("time_to_475", "purejaxrl")]
     assert all(r["device"] == "cpu" for r in record["runs"])
     assert all(not r["reached"] for r in record["runs"][2:])  # 3 updates: too few
+    assert record["runs"][1]["default_f32_dot"] == "float32"  # JAX on a CPU
     assert record["summary"][0]["ratio"] > 0

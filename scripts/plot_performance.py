@@ -109,16 +109,16 @@ def peers_train(out: Path) -> None:
     bars = [(f"Tag, {name} vs WarpDrive's A2C (agent-steps/s)",
              warpdrive[key]["throughput"]["agent_steps_per_s"] / theirs, 5.0)
             for key, name in (("ours_a2c", "our A2C"), ("ours_ppo", "our PPO"))]
-    # Throughput with today's fused kernels; time to 475 from an earlier call (not re-run).
-    rows = [*_load(PEERS / "fused_update_overlap" / "vs_purejaxrl_tile128.json")["summary"],
-            *[row for row in _load(PEERS / "vs_purejaxrl.json")["summary"]
-              if row["mode"] == "time_to_475"]]
-    for row in rows:
-        what = ("env-steps/s" if row["mode"] == "throughput"
-                else "time to 475 from start, earlier call")
-        bars.append((f"CartPole, {row['num_envs']:,} envs, vs PureJaxRL ({what})",
-                     row["ratio"], 2.0))
-    fig, ax = plt.subplots(figsize=(9.5, 3.8))
+    # One call: throughput at the default (float32-like) products and, at 16,384 envs,
+    # with TF32 products (JAX's default there); time to 475 with TF32 products.
+    equal = PEERS / "equal_precision"
+    for name, label in (("vs_pjx.json", "env-steps/s; ours float32-like"),
+                        ("vs_pjx_tf32.json", "env-steps/s, TF32 both"),
+                        ("t475_tf32.json", "time to 475 from start, TF32 both")):
+        for row in _load(equal / name)["summary"]:
+            bars.append((f"CartPole, {row['num_envs']:,} envs, vs PureJaxRL ({label})",
+                         row["ratio"], 2.0))
+    fig, ax = plt.subplots(figsize=(9.5, 4.4))
     ys = range(len(bars))[::-1]
     ax.barh(ys, [b[1] for b in bars], color="tab:blue")
     ax.scatter([b[2] for b in bars], ys, marker="|", s=400, color="tab:red", zorder=3)

@@ -24,9 +24,10 @@ class EpisodeStats:
     and the steps a slot spends idle (its agent left the game, which has not reset yet)
     count in no episode's length.
 
-    A step is four small kernels (the roll-out runs one per env step): the running sums
-    (one multi-tensor add), the ended episodes' sums added per slot (a select and an add)
-    and the reset of the ended slots; the sum over slots waits for :meth:`read`.
+    A step is four small kernels (the roll-out runs one step per env step; masked: five,
+    with the copy of ``active``): the running sums (one multi-tensor add), the ended
+    episodes' sums added per slot (a select and an add) and the reset of the ended slots;
+    the sum over the slots waits for :meth:`read`.
     """
 
     def __init__(self, num_slots: int, device: torch.device, masked: bool = False):

@@ -29,7 +29,7 @@ upstream commit.
 - ``throughput``: ``--total-steps`` env steps of training. Ours: the logged rows' rate, from
   the second row to the last (compile, kernel loading, graph capture and the first
   iterations excluded; so is the first row's own host work, whose first reads load torch's
-  kernels for the divergence check: ~70 ms once per process on an H200). PureJaxRL: its
+  kernels for the divergence check: 56-115 ms once per process on an H200). PureJaxRL: its
   whole training is one jitted function; compiled ahead of time, called
   ``--warmup-calls`` times, then one call timed to ``block_until_ready``: env steps /
   seconds. Both are steady-state rates.

@@ -2,12 +2,18 @@
 PureJaxRL comparison's CartPole PPO (scripts/bench_vs_purejaxrl.py's settings) trained by
 ``Trainer.run`` with ``--log-interval`` rows, each row timed on the host:
 
-- ``wait``: from entering ``Trainer._row`` to the device being done (the queued iterations);
+- ``wait``: from the row's wait (its checks queued) to the device being done;
 - ``stall``: from the device being done to the next iteration's roll-out launched (the row's
   reads, checks, callback, writer, progress and the next iteration's host work): the device
   idles for that long, once per row;
-- the rate between the first and last rows (as the comparison measures it), and the phases'
-  device time (``scripts/profile_train.py``'s ``time_phases``) for the same trainer.
+- the rate between the first and last rows (as the comparison measured it before it
+  started from the second row), the intervals between the rows' host marks and the
+  garbage collections during the run (``--gc-freeze``: ``gc.freeze()`` first).
+
+In a fresh process the rate from the first row fell 7-13 % short of the rows' intervals at
+16,384 envs: the first row's divergence check (its first ``_foreach_norm``, ``stack``,
+``isfinite``) takes 56-115 ms once, before its wait (data
+``docs/data/training_vs_peers_h200/equal_precision/loop_overhead_*``).
 
     python scripts/lab/trainer_loop_overhead.py out.json --num-envs 16384 --log-intervals 10,1
 """
@@ -29,9 +35,9 @@ def one_run(num_envs: int, log_interval: int, iterations: int, seed: int,
             freeze: bool = False) -> dict:
     import gc
 
+    import bench_vs_purejaxrl as bench
     import torch
 
-    import bench_vs_purejaxrl as bench
     from gpu_vecenv.train import trainer as trainer_module
     from gpu_vecenv.train.config_loading import config_from_dict
     from gpu_vecenv.train.trainer import Trainer
@@ -93,7 +99,8 @@ def one_run(num_envs: int, log_interval: int, iterations: int, seed: int,
             if nxt is not None:
                 stalls.append(nxt - t)
     row_times = [t for k, t in marks if k == "row"]
-    intervals = [round(1e3 * (b - a), 2) for a, b in zip(row_times, row_times[1:])]
+    intervals = [round(1e3 * (b - a), 2)
+                 for a, b in zip(row_times[:-1], row_times[1:], strict=True)]
     first, last = rows[0], rows[-1]
     rate = (last["global_step"] - first["global_step"]) / (last["time"] - first["time"])
     return {"num_envs": num_envs, "log_interval": log_interval, "rows": len(rows),

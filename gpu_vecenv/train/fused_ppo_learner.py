@@ -14,13 +14,7 @@ from gpu_vecenv.train import distributed
 from gpu_vecenv.train.config import A2CConfig, PPOConfig
 from gpu_vecenv.train.distributions import ActionSpec
 from gpu_vecenv.train.ppo import PPOLearner, ppo_metrics
-from gpu_vecenv.train.ppo_mlp_kernels import (
-    FusedPPO,
-    choose_tile,
-    fused_blockers,
-    mma_precision,
-    shared_limit,
-)
+from gpu_vecenv.train.ppo_mlp_kernels import FusedPPO, fused_blockers, mma_precision
 
 
 def fused_kernels_apply(wanted: bool | None, config: PPOConfig | A2CConfig, obs_dim: int,
@@ -51,13 +45,11 @@ class FusedPPOLearner(PPOLearner):
                  matmul_precision: str | None = None):
         super().__init__(config, obs_dim, spec, num_slots, device, generator)
         c, t, n = config, config.num_steps, num_slots
-        # Tiles of 128 samples where every multiprocessor gets several per minibatch.
-        tile = choose_tile(obs_dim, tuple(c.hidden_sizes), spec, shared_limit(device),
-                           max(1, t * n // c.num_minibatches),
-                           torch.cuda.get_device_properties(device).multi_processor_count)
-        # Flattens the model's parameters in place (the optimizer keeps the same objects).
+        # Flattens the model's parameters in place (the optimizer keeps the same objects);
+        # tiles of 128 samples where every multiprocessor gets several per minibatch.
         self.fused = FusedPPO(self.model, spec, obs_dim, tuple(c.hidden_sizes), c.activation,
-                              c.normalize_obs, tile=tile, mma=mma_precision(matmul_precision))
+                              c.normalize_obs, mma=mma_precision(matmul_precision),
+                              minibatch_rows=max(1, t * n // c.num_minibatches))
         self._buffers = {name: torch.zeros((t, n), device=device)
                          for name in ("values", "next_values", "advantages", "returns")}
         self._adv_stats = torch.zeros(2 * c.num_minibatches, device=device)

@@ -64,6 +64,8 @@ MAX_THREADS = 512
 def threads_per_block(tile: int) -> int:
     """Threads per block of the tile kernels for tiles of ``tile`` samples."""
     return min(THREADS_PER_SAMPLE * tile, MAX_THREADS)
+
+
 MAX_HIDDEN_LAYERS = 4
 MAX_SEGMENTS = 8
 _ACTIVATIONS = {"tanh": 0, "relu": 1, "elu": 2}
@@ -310,15 +312,18 @@ class FusedPPO:
         model: the learner's network, on a CUDA device.
         spec: its action space.
         obs_dim, hidden, activation, normalize_obs: its shape (as configured).
-        tile: samples per tile, one of :data:`TILES` (default: the largest that fits).
+        tile: samples per tile, one of :data:`TILES` or :data:`LARGE_TILES` (default:
+            :func:`choose_tile` for this GPU and ``minibatch_rows``).
         mma: the hidden layers' products, as :func:`compile_flags` takes it (default: by
             torch's float32 matmul precision, :func:`mma_precision`); :attr:`mma_precision`
             is what the GPU runs (0 where it has no TF32 tensor cores).
+        minibatch_rows: the update's minibatch size, for the default tile (0: unknown, no
+            large tile).
     """
 
     def __init__(self, model: torch.nn.Module, spec: ActionSpec, obs_dim: int,
                  hidden: tuple[int, ...], activation: str, normalize_obs: bool,
-                 tile: int | None = None, mma: int | None = None):
+                 tile: int | None = None, mma: int | None = None, minibatch_rows: int = 0):
         from gpu_vecenv.backends.compiler import load_module
         from gpu_vecenv.backends.launch import Kernel
 
@@ -334,7 +339,8 @@ class FusedPPO:
         self.num_params = self.flat_params.numel()
         limit = shared_limit(self.device)
         if tile is None:
-            tile = choose_tile(obs_dim, hidden, spec, limit)
+            sms = torch.cuda.get_device_properties(self.device).multi_processor_count
+            tile = choose_tile(obs_dim, hidden, spec, limit, minibatch_rows, sms)
         if tile not in TILES + LARGE_TILES or shared_bytes(obs_dim, hidden, spec, tile) > limit:
             raise ValueError(f"tiles of {tile} samples: the fused kernels take "
                              f"{TILES + LARGE_TILES} within {limit // 1024} KiB of shared "
